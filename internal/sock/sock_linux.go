@@ -1,0 +1,360 @@
+//go:build linux
+
+package sock
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+)
+
+// oobSize fits PKTINFO, RXQ_OVFL and TIMESTAMPNS control messages.
+const oobSize = 128
+
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+	_   [4]byte
+}
+
+type batchSys struct {
+	hdrs  []mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	oob   []byte
+}
+
+func (s *batchSys) init(n int) {
+	s.hdrs = make([]mmsghdr, n)
+	s.iovs = make([]unix.Iovec, n)
+	s.names = make([]unix.RawSockaddrInet6, n)
+	s.oob = make([]byte, n*oobSize)
+}
+
+type connSys struct {
+	rc syscall.RawConn
+	p4 *ipv4.PacketConn
+	p6 *ipv6.PacketConn
+
+	// State for the RawConn callbacks, made once so that calls do not
+	// allocate a closure.
+	readFn, writeFn func(fd uintptr) bool
+	rHdrs           []mmsghdr
+	rN              int
+	rErr            syscall.Errno
+	wHdrs           []mmsghdr
+	wN              int
+	wErr            syscall.Errno
+}
+
+func open(cfg Config) (*Conn, error) {
+	network := "udp4"
+	v6 := cfg.Local.Addr().Is6() && !cfg.Local.Addr().Is4In6()
+	if v6 {
+		network = "udp6"
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			if cfg.ReusePort {
+				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
+					return
+				}
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), network, cfg.Local.String())
+	if err != nil {
+		return nil, fmt.Errorf("sock: bind %s: %w", cfg.Local, err)
+	}
+	uc := pc.(*net.UDPConn)
+	c := &Conn{uc: uc, v6: v6}
+	if err := c.setup(cfg); err != nil {
+		uc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Conn) setup(cfg Config) error {
+	rc, err := c.uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	c.sys.rc = rc
+	c.sys.readFn = c.recvmmsg
+	c.sys.writeFn = c.sendmmsg
+	if c.v6 {
+		c.sys.p6 = ipv6.NewPacketConn(c.uc)
+	} else {
+		c.sys.p4 = ipv4.NewPacketConn(c.uc)
+	}
+	var opts []sockopt
+	if c.v6 {
+		opts = append(opts,
+			sockopt{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
+			sockopt{unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_ALL, 0, "IPV6_MULTICAST_ALL"},
+			sockopt{unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, cfg.TTL, "IPV6_MULTICAST_HOPS"},
+			sockopt{unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_LOOP, b2i(cfg.Loopback), "IPV6_MULTICAST_LOOP"},
+		)
+	} else {
+		opts = append(opts,
+			sockopt{unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO"},
+			sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"},
+			sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, cfg.TTL, "IP_MULTICAST_TTL"},
+			sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, b2i(cfg.Loopback), "IP_MULTICAST_LOOP"},
+		)
+	}
+	opts = append(opts, sockopt{unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1, "SO_RXQ_OVFL"})
+	if cfg.Timestamps {
+		opts = append(opts, sockopt{unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS"})
+	}
+	if cfg.ReadBuffer > 0 {
+		opts = append(opts, sockopt{unix.SOL_SOCKET, unix.SO_RCVBUF, cfg.ReadBuffer, "SO_RCVBUF"})
+	}
+	if cfg.WriteBuffer > 0 {
+		opts = append(opts, sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, cfg.WriteBuffer, "SO_SNDBUF"})
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		for _, o := range opts {
+			if e := unix.SetsockoptInt(int(fd), o.level, o.name, o.val); e != nil {
+				serr = fmt.Errorf("sock: set %s=%d: %w", o.desc, o.val, e)
+				return
+			}
+		}
+		c.ReadBufferGranted, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		c.WriteBufferGranted, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return serr
+	}
+	if cfg.Interface != nil {
+		if c.v6 {
+			err = c.sys.p6.SetMulticastInterface(cfg.Interface)
+		} else {
+			err = c.sys.p4.SetMulticastInterface(cfg.Interface)
+		}
+		if err != nil {
+			return fmt.Errorf("sock: set multicast interface %s: %w", cfg.Interface.Name, err)
+		}
+	}
+	return nil
+}
+
+type sockopt struct {
+	level, name, val int
+	desc             string
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *Conn) join(ifi *net.Interface, group, source netip.Addr) error {
+	g := &net.UDPAddr{IP: group.AsSlice()}
+	if source.IsValid() {
+		s := &net.UDPAddr{IP: source.AsSlice()}
+		if c.v6 {
+			return c.sys.p6.JoinSourceSpecificGroup(ifi, g, s)
+		}
+		return c.sys.p4.JoinSourceSpecificGroup(ifi, g, s)
+	}
+	if c.v6 {
+		return c.sys.p6.JoinGroup(ifi, g)
+	}
+	return c.sys.p4.JoinGroup(ifi, g)
+}
+
+// ReadBatch receives up to len(b.Msgs) datagrams, blocking until at least
+// one arrives, the read deadline passes or the Conn is closed. It returns
+// how many of b.Msgs were filled. It does not allocate.
+func (c *Conn) ReadBatch(b *Batch) (int, error) {
+	s := &b.sys
+	for i := range b.Msgs {
+		buf := b.bufs[i]
+		s.iovs[i] = unix.Iovec{Base: unsafe.SliceData(buf), Len: uint64(len(buf))}
+		s.hdrs[i] = mmsghdr{hdr: unix.Msghdr{
+			Name:       (*byte)(unsafe.Pointer(&s.names[i])),
+			Namelen:    unix.SizeofSockaddrInet6,
+			Iov:        &s.iovs[i],
+			Iovlen:     1,
+			Control:    &s.oob[i*oobSize],
+			Controllen: oobSize,
+		}}
+	}
+	c.sys.rHdrs = s.hdrs
+	if err := c.sys.rc.Read(c.sys.readFn); err != nil {
+		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: err}
+	}
+	if c.sys.rErr != 0 {
+		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: c.sys.rErr}
+	}
+	n := c.sys.rN
+	for i := range n {
+		h := &s.hdrs[i]
+		m := &b.Msgs[i]
+		m.Buf = b.bufs[i][:h.n]
+		m.Truncated = h.hdr.Flags&unix.MSG_TRUNC != 0
+		m.Addr = parseName(&s.names[i])
+		m.Dst, m.IfIndex, m.KernelTime = netip.Addr{}, 0, 0
+		parseOOB(s.oob[i*oobSize:i*oobSize+int(h.hdr.Controllen)], m, b)
+	}
+	return n, nil
+}
+
+func (c *Conn) recvmmsg(fd uintptr) bool {
+	h := c.sys.rHdrs
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&h[0])), uintptr(len(h)), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	c.sys.rN, c.sys.rErr = int(n), e
+	return true
+}
+
+// WriteBatch sends b.Msgs[:n], each to its Addr, with as few sendmmsg
+// calls as the kernel allows. It returns how many were sent. It does not
+// allocate.
+func (c *Conn) WriteBatch(b *Batch, n int) (int, error) {
+	s := &b.sys
+	for i := range n {
+		m := &b.Msgs[i]
+		s.iovs[i] = unix.Iovec{Base: unsafe.SliceData(m.Buf), Len: uint64(len(m.Buf))}
+		nl := putName(&s.names[i], m.Addr, c.v6)
+		s.hdrs[i] = mmsghdr{hdr: unix.Msghdr{
+			Name:    (*byte)(unsafe.Pointer(&s.names[i])),
+			Namelen: nl,
+			Iov:     &s.iovs[i],
+			Iovlen:  1,
+		}}
+	}
+	sent := 0
+	for sent < n {
+		c.sys.wHdrs = s.hdrs[sent:n]
+		if err := c.sys.rc.Write(c.sys.writeFn); err != nil {
+			return sent, &net.OpError{Op: "sendmmsg", Net: "udp", Err: err}
+		}
+		if c.sys.wErr != 0 {
+			return sent, &net.OpError{Op: "sendmmsg", Net: "udp", Err: c.sys.wErr}
+		}
+		sent += c.sys.wN
+	}
+	return sent, nil
+}
+
+func (c *Conn) sendmmsg(fd uintptr) bool {
+	h := c.sys.wHdrs
+	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&h[0])), uintptr(len(h)), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	c.sys.wN, c.sys.wErr = int(n), e
+	return true
+}
+
+func parseName(rsa *unix.RawSockaddrInet6) netip.AddrPort {
+	switch rsa.Family {
+	case unix.AF_INET:
+		r4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&r4.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom4(r4.Addr), port)
+	case unix.AF_INET6:
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&rsa.Port))[:])
+		a := netip.AddrFrom16(rsa.Addr)
+		if rsa.Scope_id != 0 && a.IsLinkLocalUnicast() {
+			a = a.WithZone(zoneCache(int(rsa.Scope_id)))
+		}
+		return netip.AddrPortFrom(a, port)
+	}
+	return netip.AddrPort{}
+}
+
+func putName(rsa *unix.RawSockaddrInet6, a netip.AddrPort, v6 bool) uint32 {
+	*rsa = unix.RawSockaddrInet6{}
+	addr := a.Addr()
+	if !v6 {
+		r4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		r4.Family = unix.AF_INET
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&r4.Port))[:], a.Port())
+		r4.Addr = addr.Unmap().As4()
+		return unix.SizeofSockaddrInet4
+	}
+	rsa.Family = unix.AF_INET6
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&rsa.Port))[:], a.Port())
+	rsa.Addr = addr.As16()
+	if z := addr.Zone(); z != "" {
+		if ifi, err := net.InterfaceByName(z); err == nil {
+			rsa.Scope_id = uint32(ifi.Index)
+		}
+	}
+	return unix.SizeofSockaddrInet6
+}
+
+// zoneCache names interfaces by index for link-local sources without
+// allocating per datagram after the first lookup.
+var zones [64]string
+
+func zoneCache(idx int) string {
+	if idx < len(zones) && zones[idx] != "" {
+		return zones[idx]
+	}
+	name := fmt.Sprint(idx)
+	if ifi, err := net.InterfaceByIndex(idx); err == nil {
+		name = ifi.Name
+	}
+	if idx < len(zones) {
+		zones[idx] = name
+	}
+	return name
+}
+
+func parseOOB(oob []byte, m *Message, b *Batch) {
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
+			return
+		}
+		data := oob[unix.SizeofCmsghdr:l]
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= 12:
+			m.IfIndex = int(int32(binary.NativeEndian.Uint32(data)))
+			m.Dst = netip.AddrFrom4([4]byte(data[8:12]))
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= 20:
+			m.Dst = netip.AddrFrom16([16]byte(data[:16]))
+			m.IfIndex = int(binary.NativeEndian.Uint32(data[16:]))
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
+			b.Drops = binary.NativeEndian.Uint32(data)
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_TIMESTAMPNS && len(data) >= 16:
+			sec := int64(binary.NativeEndian.Uint64(data))
+			nsec := int64(binary.NativeEndian.Uint64(data[8:]))
+			m.KernelTime = sec*1e9 + nsec
+		}
+		next := (l + 7) &^ 7
+		if next >= len(oob) {
+			return
+		}
+		oob = oob[next:]
+	}
+}
+

@@ -1,0 +1,98 @@
+package sock_test
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { os.Exit(netlab.Main(m)) }
+
+func pair(t *testing.T, group netip.AddrPort, ifname string, src netip.Addr) (tx, rx *sock.Conn) {
+	t.Helper()
+	ifi, err := net.InterfaceByName(ifname)
+	require.NoError(t, err)
+	wild := netip.IPv4Unspecified()
+	if group.Addr().Is6() {
+		wild = netip.IPv6Unspecified()
+	}
+	rx, err = sock.Open(sock.Config{Local: netip.AddrPortFrom(wild, group.Port()), ReusePort: true, ReadBuffer: 1 << 20})
+	require.NoError(t, err)
+	require.NoError(t, rx.Join(ifi, group.Addr(), netip.Addr{}))
+	if !src.IsValid() {
+		src = wild
+	}
+	tx, err = sock.Open(sock.Config{Local: netip.AddrPortFrom(src, 0), Interface: ifi, Loopback: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { rx.Close(); tx.Close() })
+	return tx, rx
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	netlab.Require(t)
+	for _, tc := range []struct {
+		name, ifname string
+		group        netip.AddrPort
+	}{
+		{"ipv4-lo", "lo", netip.MustParseAddrPort("239.1.2.3:30001")},
+		{"ipv6-veth", netlab.VethA, netip.MustParseAddrPort("[ff15::1:2]:30002")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx, rx := pair(t, tc.group, tc.ifname, netip.Addr{})
+			out := sock.NewBatch(8, 0)
+			for i := range out.Msgs {
+				out.Msgs[i].Buf = []byte{byte(i), 1, 2, 3}
+				out.Msgs[i].Addr = tc.group
+			}
+			n, err := tx.WriteBatch(out, 8)
+			require.NoError(t, err)
+			require.Equal(t, 8, n)
+			in := sock.NewBatch(16, 2048)
+			got := 0
+			require.NoError(t, rx.SetReadDeadline(time.Now().Add(2*time.Second)))
+			for got < 8 {
+				n, err := rx.ReadBatch(in)
+				require.NoError(t, err)
+				for i := range n {
+					m := in.Msgs[i]
+					require.Equal(t, []byte{byte(got), 1, 2, 3}, m.Buf)
+					require.Equal(t, tc.group.Addr(), m.Dst)
+					require.Equal(t, tx.LocalAddr().Port(), m.Addr.Port())
+					require.NotZero(t, m.IfIndex)
+					got++
+				}
+			}
+		})
+	}
+}
+
+func TestBatchZeroAlloc(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.1.2.4:30003")
+	tx, rx := pair(t, group, "lo", netip.Addr{})
+	out := sock.NewBatch(4, 0)
+	for i := range out.Msgs {
+		out.Msgs[i].Buf = make([]byte, 100)
+		out.Msgs[i].Addr = group
+	}
+	in := sock.NewBatch(4, 2048)
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := tx.WriteBatch(out, 4); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < 4; {
+			n, err := rx.ReadBatch(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	})
+	require.Zero(t, allocs)
+}
