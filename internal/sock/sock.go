@@ -145,3 +145,20 @@ func IsTimeout(err error) bool {
 func Unmap(a netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }
+
+// PacketConn is what publishers, subscribers and servers move datagrams
+// through. *Conn implements it; the impairment layer (tools/impair) wraps it
+// to drop, duplicate, reorder and delay datagrams in tests.
+type PacketConn interface {
+	// ReadBatch fills b.Msgs[:n] and returns n; see Conn.ReadBatch.
+	ReadBatch(b *Batch) (int, error)
+	// WriteBatch sends b.Msgs[:n]; see Conn.WriteBatch.
+	WriteBatch(b *Batch, n int) (int, error)
+	// WriteTo sends one datagram.
+	WriteTo(p []byte, to netip.AddrPort) error
+	SetReadDeadline(t time.Time) error
+	LocalAddr() netip.AddrPort
+	Close() error
+}
+
+var _ PacketConn = (*Conn)(nil)
