@@ -1,0 +1,33 @@
+// Package labtest is the TestMain of every package whose tests open
+// sockets: it runs the tests inside the private network lab
+// (internal/netlab) and then checks that no goroutine leaked (goleak).
+//
+//	func TestMain(m *testing.M) { labtest.Main(m) }
+//
+// Tests that open a socket still call netlab.Require(t) first.
+package labtest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"go.uber.org/goleak"
+)
+
+type leakChecked struct{ m *testing.M }
+
+func (l leakChecked) Run() int {
+	code := l.m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests: %v\n", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// Main runs m in the lab with a leak check and exits with its code.
+func Main(m *testing.M) { os.Exit(netlab.Main(leakChecked{m})) }
