@@ -38,14 +38,15 @@ import (
 
 // Names of the lab's veth interfaces and their addresses.
 const (
-	VethA   = "mdbA"
-	VethB   = "mdbB"
-	IPv4A   = "10.77.0.1"
-	IPv4B   = "10.77.0.2"
-	IPv6A   = "fd77::1"
-	IPv6B   = "fd77::2"
-	envIn   = "MDBUS_NETLAB"         // "1" inside the lab
-	envFail = "MDBUS_NETLAB_FAILURE" // why the lab could not be made
+	VethA    = "mdbA"
+	VethB    = "mdbB"
+	IPv4A    = "10.77.0.1"
+	IPv4B    = "10.77.0.2"
+	IPv6A    = "fd77::1"
+	IPv6B    = "fd77::2"
+	envIn    = "MDBUS_NETLAB"         // "1" inside the lab
+	envFail  = "MDBUS_NETLAB_FAILURE" // why the lab could not be made
+	envReady = "MDBUS_NETLAB_READY"   // "1" once the namespace's network is set up
 )
 
 // Inside reports whether this process runs inside the lab.
@@ -146,10 +147,15 @@ func Reexec(args []string, env []string) (int, error) {
 }
 
 // Setup configures the network of the namespace this process is in. It
-// refuses to run outside the lab, so it can never change the host.
+// refuses to run outside the lab, so it can never change the host. It does
+// nothing when the namespace is already set up (a child process of the lab,
+// such as a fuzzing worker, inherits the namespace and its network).
 func Setup() error {
 	if !Inside() {
 		return errors.New("netlab: refusing to configure a network outside the lab")
+	}
+	if os.Getenv(envReady) == "1" {
+		return nil
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return errors.New("netlab: the ip command (iproute2) is missing: apt-get install iproute2")
@@ -177,5 +183,5 @@ func Setup() error {
 			return fmt.Errorf("netlab: ip %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
-	return nil
+	return os.Setenv(envReady, "1")
 }

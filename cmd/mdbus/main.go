@@ -1,0 +1,134 @@
+// Command mdbus is the one binary of the mdbus market-data bus: publish,
+// subscribe, run the demo, relay with impairment, rewind, benchmark.
+//
+// Run "mdbus help" for the subcommands and "mdbus CMD -h" for each one's
+// flags. Everything defaults to the loopback interface and TTL 0: no
+// packet leaves the host unless a flag says so. --netns runs a subcommand
+// inside a private network namespace (internal/netlab).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+)
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(ctx context.Context, args []string, stdout io.Writer) error) {
+	commands[name] = command{summary, run}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `mdbus: a low-latency UDP multicast market-data bus speaking MoldUDP64.
+
+Usage: mdbus COMMAND [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprint(w, `
+Run "mdbus COMMAND -h" for a command's flags. Defaults never leave the host:
+interface lo, multicast TTL 0. Add --netns to run inside a private network
+namespace where nothing can reach a real network.
+`)
+}
+
+func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" {
+		usage(stdout)
+		if len(args) < 2 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[1]]
+	if !ok {
+		fmt.Fprintf(stderr, "mdbus: unknown command %q\n\n", args[1])
+		usage(stderr)
+		return 2
+	}
+	if wantNetns(args[2:]) && !netlab.Inside() {
+		code, err := netlab.Reexec(args, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "mdbus %s: --netns: %v\n", args[1], err)
+			return 1
+		}
+		return code
+	}
+	if netlab.Inside() {
+		if err := netlab.Setup(); err != nil {
+			fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+			return 1
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := cmd.run(ctx, args[2:], stdout)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+		return 1
+	}
+}
+
+// errUsage marks errors in the command line: exit code 2.
+var errUsage = errors.New("usage")
+
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+// wantNetns reports whether args ask for --netns (before any positional
+// argument). The flag is also defined in each command's flag set, so that
+// -h lists it and parsing accepts it.
+func wantNetns(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--netns", "-netns", "--netns=true", "-netns=true":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
+// newFlags returns a flag set whose -h output teaches: the summary, the
+// usage line and every flag with its default.
+func newFlags(name, usageLine, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet("mdbus "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: mdbus %s %s\n\n%s\n\nFlags:\n", name, usageLine, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
