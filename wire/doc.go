@@ -43,9 +43,10 @@
 //	if err := enc.Add(msg); errors.Is(err, wire.ErrPacketFull) { /* send enc.Bytes(), start a new packet */ }
 //
 //	p, err := wire.ParsePacket(datagram)
+//	if err != nil { /* drop the datagram, count it by reason (errors.Is) */ }
 //	for it := p.Messages(); ; {
-//		msg, ok := it.Next()
+//		msg, seq, ok := it.Next()
 //		if !ok { break }
-//		_ = msg // valid as long as datagram is
+//		_, _ = msg, seq // msg is valid as long as datagram is
 //	}
 package wire

@@ -20,15 +20,22 @@ type Encoder struct {
 // appending to buf (usually buf[:0]). payloadSize limits the packet's size
 // and is clamped to [MinPayloadSize, MaxPayloadSize].
 func (e *Encoder) Reset(buf []byte, s Session, seq Seq, payloadSize int) {
-	e.limit = min(max(payloadSize, MinPayloadSize), MaxPayloadSize)
+	e.limit = clampPayload(payloadSize)
 	e.count = 0
 	e.off = len(buf)
 	e.buf = AppendHeader(buf, Header{Session: s, Seq: seq})
 }
 
-// MaxMessageLen is the largest message that fits in a packet of payloadSize.
+// clampPayload limits a payload size to [MinPayloadSize, MaxPayloadSize].
+func clampPayload(payloadSize int) int {
+	return min(max(payloadSize, MinPayloadSize), MaxPayloadSize)
+}
+
+// MaxMessageLen is the largest message that fits in a packet of payloadSize,
+// the largest an Encoder reset with payloadSize accepts. payloadSize is
+// clamped as by Reset, so the result is from 1 to MaxPayloadSize-22.
 func MaxMessageLen(payloadSize int) int {
-	return min(payloadSize-HeaderLen-MsgLenLen, 0xFFFF)
+	return clampPayload(payloadSize) - HeaderLen - MsgLenLen
 }
 
 // Fits reports whether a message of n bytes fits in the packet now.
@@ -41,9 +48,11 @@ func (e *Encoder) Fits(n int) bool {
 // matching ErrMessageTooLarge when msg cannot fit in any packet of this size.
 func (e *Encoder) Add(msg []byte) error {
 	if !e.Fits(len(msg)) {
-		if len(msg) > MaxMessageLen(e.limit) {
+		// e.limit is clamped by Reset (0 only before the first Reset, when
+		// nothing fits), so this equals MaxMessageLen(e.limit).
+		if most := e.limit - HeaderLen - MsgLenLen; len(msg) > most {
 			return fmt.Errorf("%w: %d bytes, at most %d fit in a %d-byte payload",
-				ErrMessageTooLarge, len(msg), MaxMessageLen(e.limit), e.limit)
+				ErrMessageTooLarge, len(msg), most, e.limit)
 		}
 		return ErrPacketFull
 	}
