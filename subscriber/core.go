@@ -1,0 +1,471 @@
+package subscriber
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// StreamID names a stream: the packets of one session from one source
+// address. It is comparable.
+type StreamID struct {
+	Source  netip.AddrPort
+	Session wire.Session
+}
+
+// String formats id as "SESSION@addr:port".
+func (id StreamID) String() string { return fmt.Sprintf("%s@%s", id.Session, id.Source) }
+
+// Message is one delivered message. Data is a sub-slice of a receive
+// buffer: it is valid only until the callback returns; copy what you keep.
+type Message struct {
+	Stream StreamID
+	Seq    wire.Seq
+	Data   []byte
+}
+
+// Gap is a range of sequences [From, To) found missing from a stream. Each
+// sequence is reported in at most one Gap.
+type Gap struct {
+	Stream   StreamID
+	From, To wire.Seq
+}
+
+// Len is the number of messages in the gap.
+func (g Gap) Len() uint64 { return uint64(g.To - g.From) }
+
+// coreConfig is the part of Config the stream logic needs, defaults
+// applied.
+type coreConfig struct {
+	maxStreams int
+	reorder    int
+	maxGap     uint64
+	startSeq   wire.Seq
+	onMessage  func(Message)
+	onGap      func(Gap)
+	onEnd      func(StreamID, wire.Seq)
+}
+
+// core is the stream state of a subscriber, independent of any socket.
+// Every field below mu, and every stream, is guarded by mu; readers take
+// it once per batch and call handleDatagram/handlePacket for each
+// datagram. Callbacks run with mu held.
+type core struct {
+	cfg coreConfig
+
+	mu       sync.Mutex
+	streams  map[StreamID]*stream
+	bySource map[netip.AddrPort]*stream // the latest stream of each source
+	last     *stream                    // one-entry lookup cache
+	free     [][]byte                   // reorder slot buffers not in use
+	st       Stats
+}
+
+// stream is the state of one (source, session).
+//
+//	 delivered         next    held packets and gaps   horizon   not yet seen
+//	-------------------+--[held]----....--[held]..........+-----------------> seq
+//
+// Every sequence in [next, horizon) is either in a held packet or was
+// reported in a Gap.
+type stream struct {
+	id         StreamID
+	next       wire.Seq // next sequence to deliver
+	horizon    wire.Seq // one past the highest sequence seen or reported missing; >= next
+	end        wire.Seq // end of session; InvalidSeq until known
+	ended      bool
+	superseded bool
+	lastActive monotime.Time
+	held       []heldPacket // sorted by seq; len <= cfg.reorder
+
+	delivered, bytes, dups, gaps, gapMsgs uint64
+	heldMax                               int
+}
+
+// heldPacket is a copy of a packet that arrived ahead of next.
+type heldPacket struct {
+	seq, end wire.Seq
+	buf      []byte // the whole packet, re-parsed when delivered
+}
+
+func newCore(cfg coreConfig) *core {
+	return &core{
+		cfg:      cfg,
+		streams:  make(map[StreamID]*stream, cfg.maxStreams),
+		bySource: make(map[netip.AddrPort]*stream, cfg.maxStreams),
+	}
+}
+
+// drop counts a dropped datagram. c.mu must be held.
+func (c *core) drop(r DropReason) {
+	c.st.Dropped++
+	c.st.Drops[r]++
+}
+
+// handleDatagram decodes one datagram and handles it. b is only read
+// during the call. c.mu must be held.
+func (c *core) handleDatagram(src netip.AddrPort, b []byte, now monotime.Time, fromRepair bool) {
+	p, err := wire.ParsePacket(b)
+	if err != nil {
+		c.drop(dropReasonOf(err))
+		return
+	}
+	c.handlePacket(src, p, now, fromRepair)
+}
+
+// handlePacket handles one decoded packet from src: it finds or starts its
+// stream, delivers what became in order, holds what is early, reports new
+// gaps and drops the rest with a reason. The packet's bytes are only read
+// during the call (held packets are copied). A repair packet (fromRepair)
+// joins the stream of its session whatever its source, and never starts
+// one. c.mu must be held.
+func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time, fromRepair bool) {
+	c.st.Packets++
+	h := p.Header
+	if h.IsHeartbeat() {
+		c.st.Heartbeats++
+	}
+	if h.Seq == wire.InvalidSeq { // ParsePacket lets 0 through on heartbeats and ends
+		c.drop(DropZeroSeq)
+		return
+	}
+	s := c.lookup(StreamID{Source: src, Session: h.Session}, h.Seq, now, fromRepair)
+	if s == nil {
+		return
+	}
+	s.lastActive = now
+	switch {
+	case h.IsHeartbeat():
+		c.heartbeat(s, h.Seq)
+	case h.IsEndOfSession():
+		c.endOfSession(s, h.Seq)
+	default:
+		c.data(s, p)
+	}
+}
+
+// lookup returns the stream of id, starting it when the packet may (seq is
+// the packet's first sequence), or nil after counting the drop.
+func (c *core) lookup(id StreamID, seq wire.Seq, now monotime.Time, fromRepair bool) *stream {
+	if s := c.last; s != nil && s.id == id {
+		return s
+	}
+	if s, ok := c.streams[id]; ok {
+		c.last = s
+		return s
+	}
+	if fromRepair {
+		return c.repairStream(id.Session)
+	}
+	first := c.cfg.startSeq
+	if first == wire.InvalidSeq {
+		first = seq // join live: the first packet seen starts the stream
+	} else if seq > first && uint64(seq-first) > c.cfg.maxGap {
+		c.drop(DropSeqJump)
+		return nil
+	}
+	prev := c.bySource[id.Source]
+	if len(c.streams) >= c.cfg.maxStreams && !c.evict() {
+		c.drop(DropTooManyStreams)
+		return nil
+	}
+	if prev != nil {
+		prev.superseded = true
+		c.st.SessionChanges++
+	}
+	s := &stream{id: id, next: first, horizon: first, lastActive: now}
+	c.streams[id] = s
+	c.bySource[id.Source] = s
+	c.last = s
+	return s
+}
+
+// repairStream finds the stream a repair of session belongs to: the most
+// recently active one with that session.
+func (c *core) repairStream(session wire.Session) *stream {
+	var best *stream
+	for _, s := range c.streams {
+		if s.id.Session == session && (best == nil || s.lastActive > best.lastActive) {
+			best = s
+		}
+	}
+	if best == nil {
+		c.drop(DropUnknownRepair)
+	}
+	return best
+}
+
+// evict forgets the least recently active ended or superseded stream to
+// make room for a new one. Live streams are never evicted.
+func (c *core) evict() bool {
+	var victim *stream
+	for _, s := range c.streams {
+		if (s.ended || s.superseded) && (victim == nil || s.lastActive < victim.lastActive) {
+			victim = s
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	c.release(victim, 0)
+	delete(c.streams, victim.id)
+	if c.bySource[victim.id.Source] == victim {
+		delete(c.bySource, victim.id.Source)
+	}
+	if c.last == victim {
+		c.last = nil
+	}
+	c.st.StreamsEvicted++
+	return true
+}
+
+// release frees the held packets of s from index i on.
+func (c *core) release(s *stream, i int) {
+	for j := i; j < len(s.held); j++ {
+		c.free = append(c.free, s.held[j].buf[:0])
+		s.held[j].buf = nil
+	}
+	c.st.Held -= len(s.held) - i
+	s.held = s.held[:i]
+}
+
+// data handles a packet that carries messages.
+func (c *core) data(s *stream, p wire.Packet) {
+	seq, end := p.Seq, p.Next()
+	switch {
+	case end <= s.next: // everything delivered already (or before StartSeq)
+		s.dups += uint64(p.Count)
+		c.st.Duplicates += uint64(p.Count)
+		c.drop(DropDuplicate)
+		return
+	case s.end != wire.InvalidSeq && end > s.end:
+		c.drop(DropAfterEnd)
+		return
+	case seq > s.next && uint64(seq-s.next) > c.cfg.maxGap:
+		c.drop(DropSeqJump)
+		return
+	case seq <= s.next:
+		c.deliver(s, p)
+		c.drain(s)
+		c.finish(s)
+		return
+	}
+	// Ahead of next: hold it, report what is newly missing before it.
+	gapEnd := seq
+	switch c.hold(s, p) {
+	case holdDuplicate:
+		s.dups += uint64(p.Count)
+		c.st.Duplicates += uint64(p.Count)
+		c.drop(DropDuplicate)
+		return
+	case holdFull:
+		c.drop(DropReorderFull)
+		gapEnd = end // its messages are missing too
+	}
+	c.reportGap(s, gapEnd)
+	s.horizon = max(s.horizon, end)
+}
+
+// deliver hands the messages of p from s.next on to the application and
+// advances s.next past p. p must start at or before s.next and end after.
+func (c *core) deliver(s *stream, p wire.Packet) {
+	it := p.Messages()
+	if skip := uint64(s.next - p.Seq); skip > 0 {
+		it.Skip(int(skip))
+		s.dups += skip
+		c.st.Duplicates += skip
+	}
+	var n, nb uint64
+	on := c.cfg.onMessage
+	for {
+		msg, seq, ok := it.Next()
+		if !ok {
+			break
+		}
+		if on != nil {
+			on(Message{Stream: s.id, Seq: seq, Data: msg})
+		}
+		n++
+		nb += uint64(len(msg))
+	}
+	s.next = p.Next()
+	s.horizon = max(s.horizon, s.next)
+	s.delivered += n
+	s.bytes += nb
+	c.st.Messages += n
+	c.st.Bytes += nb
+}
+
+// drain delivers held packets that became in order.
+func (c *core) drain(s *stream) {
+	k := 0
+	for ; k < len(s.held) && s.held[k].seq <= s.next; k++ {
+		h := &s.held[k]
+		if h.end <= s.next {
+			n := uint64(h.end - h.seq)
+			s.dups += n
+			c.st.Duplicates += n
+		} else if p, err := wire.ParsePacket(h.buf); err == nil { // always: it was valid when copied
+			c.deliver(s, p)
+		}
+		c.free = append(c.free, h.buf[:0])
+		h.buf = nil
+	}
+	if k > 0 {
+		n := copy(s.held, s.held[k:])
+		clear(s.held[n:])
+		s.held = s.held[:n]
+		c.st.Held -= k
+	}
+}
+
+type holdResult uint8
+
+const (
+	holdOK holdResult = iota
+	holdDuplicate
+	holdFull
+)
+
+// hold copies p, which starts after s.next, into s's reorder buffer in
+// sequence order.
+func (c *core) hold(s *stream, p wire.Packet) holdResult {
+	seq, end := p.Seq, p.Next()
+	i, _ := slices.BinarySearchFunc(s.held, seq, func(h heldPacket, seq wire.Seq) int { return cmp.Compare(h.seq, seq) })
+	// Covered by the held packet that starts at or before it?
+	if i < len(s.held) && s.held[i].seq == seq && s.held[i].end >= end ||
+		i > 0 && s.held[i-1].end >= end {
+		return holdDuplicate
+	}
+	if len(s.held) >= c.cfg.reorder {
+		return holdFull
+	}
+	if s.held == nil {
+		s.held = make([]heldPacket, 0, c.cfg.reorder)
+	}
+	var buf []byte
+	if n := len(c.free); n > 0 {
+		buf, c.free[n-1] = c.free[n-1], nil
+		c.free = c.free[:n-1]
+	}
+	buf = wire.AppendHeader(buf, p.Header)
+	buf = append(buf, p.Body()...)
+	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf})
+	s.heldMax = max(s.heldMax, len(s.held))
+	c.st.HeldMax = max(c.st.HeldMax, len(s.held))
+	c.st.Held++
+	c.st.Reordered++
+	return holdOK
+}
+
+// reportGap reports [s.horizon, to) missing when it is not empty, and
+// moves the horizon to it.
+func (c *core) reportGap(s *stream, to wire.Seq) {
+	if to <= s.horizon {
+		return
+	}
+	g := Gap{Stream: s.id, From: s.horizon, To: to}
+	s.horizon = to
+	s.gaps++
+	s.gapMsgs += g.Len()
+	c.st.Gaps++
+	c.st.GapMessages += g.Len()
+	if c.cfg.onGap != nil {
+		c.cfg.onGap(g)
+	}
+}
+
+// heartbeat handles a heartbeat announcing next as the next sequence: a
+// sequence beyond the horizon reveals lost packets (tail loss).
+func (c *core) heartbeat(s *stream, next wire.Seq) {
+	switch {
+	case s.end != wire.InvalidSeq && next > s.end:
+		c.drop(DropAfterEnd)
+	case next <= s.horizon:
+	case uint64(next-s.next) > c.cfg.maxGap:
+		c.drop(DropSeqJump)
+	default:
+		c.reportGap(s, next)
+	}
+}
+
+// endOfSession handles the end of session at end (the sequence after the
+// session's last message).
+func (c *core) endOfSession(s *stream, end wire.Seq) {
+	switch {
+	case s.end != wire.InvalidSeq:
+		if end != s.end {
+			c.drop(DropBadEndOfSession)
+		}
+		return // a repeat
+	case end < s.next:
+		c.drop(DropBadEndOfSession)
+		return
+	case uint64(end-s.next) > c.cfg.maxGap:
+		c.drop(DropSeqJump)
+		return
+	}
+	s.end = end
+	// Held packets reaching past the end cannot be part of the session.
+	for i := 0; i < len(s.held); {
+		if s.held[i].end <= end {
+			i++
+			continue
+		}
+		c.free = append(c.free, s.held[i].buf[:0])
+		s.held = slices.Delete(s.held, i, i+1)
+		c.st.Held--
+		c.drop(DropAfterEnd)
+	}
+	c.reportGap(s, end)
+	c.finish(s)
+}
+
+// finish ends s once everything before its end of session is delivered.
+func (c *core) finish(s *stream) {
+	if s.ended || s.end == wire.InvalidSeq || s.next < s.end {
+		return
+	}
+	s.ended = true
+	c.release(s, 0)
+	s.held = nil
+	c.st.StreamsEnded++
+	if c.cfg.onEnd != nil {
+		c.cfg.onEnd(s.id, s.next)
+	}
+}
+
+// stats returns the counters. c.mu must be held.
+func (c *core) stats() Stats {
+	st := c.st
+	st.Streams = len(c.streams)
+	return st
+}
+
+// streamStats returns every stream's state, by source then session.
+// c.mu must be held.
+func (c *core) streamStats() []StreamStats {
+	out := make([]StreamStats, 0, len(c.streams))
+	for _, s := range c.streams {
+		out = append(out, StreamStats{
+			ID: s.id, Next: s.next, Horizon: s.horizon, End: s.end,
+			Delivered: s.delivered, Bytes: s.bytes, Duplicates: s.dups,
+			Gaps: s.gaps, GapMessages: s.gapMsgs,
+			Held: len(s.held), HeldMax: s.heldMax,
+			Ended: s.ended, Superseded: s.superseded,
+		})
+	}
+	slices.SortFunc(out, func(a, b StreamStats) int {
+		if c := a.ID.Source.Compare(b.ID.Source); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID.Session[:], b.ID.Session[:])
+	})
+	return out
+}

@@ -1,0 +1,181 @@
+package subscriber
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"net/netip"
+	"testing"
+
+	"github.com/mdbus/mdbus/internal/labtest"
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { labtest.Main(m) }
+
+var (
+	discard   = slog.New(slog.DiscardHandler)
+	testGroup = netip.MustParseAddrPort("239.7.7.7:31000")
+	srcA      = netip.MustParseAddrPort("127.0.0.1:40001")
+	srcB      = netip.MustParseAddrPort("127.0.0.2:40002")
+	sessA     = mustSession("SESSA")
+	sessB     = mustSession("SESSB")
+)
+
+func mustSession(s string) wire.Session {
+	sess, err := wire.ParseSession(s)
+	if err != nil {
+		panic(err)
+	}
+	return sess
+}
+
+// payload is the test content of message seq: its sequence, big endian,
+// then seq%7 filler bytes, so sizes vary.
+func payload(seq wire.Seq) []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(seq))
+	for range int(seq % 7) {
+		b = append(b, byte(seq))
+	}
+	return b
+}
+
+// pkt encodes a packet of session s carrying messages seq .. seq+n-1.
+func pkt(s wire.Session, seq wire.Seq, n int) []byte {
+	var e wire.Encoder
+	e.Reset(nil, s, seq, wire.MaxPayloadSize)
+	for i := range n {
+		if err := e.Add(payload(seq + wire.Seq(i))); err != nil {
+			panic(err)
+		}
+	}
+	return e.Bytes()
+}
+
+func hb(s wire.Session, next wire.Seq) []byte  { return wire.AppendHeartbeat(nil, s, next) }
+func eos(s wire.Session, next wire.Seq) []byte { return wire.AppendEndOfSession(nil, s, next) }
+
+// raw builds a header with any count and appends body verbatim.
+func raw(s wire.Session, seq wire.Seq, count uint16, body ...byte) []byte {
+	return append(wire.AppendHeader(nil, wire.Header{Session: s, Seq: seq, Count: count}), body...)
+}
+
+type delivered struct {
+	id  StreamID
+	seq wire.Seq
+}
+
+type ended struct {
+	id   StreamID
+	next wire.Seq
+}
+
+// harness drives a core through a reader without sockets: each feed is one
+// datagram handled exactly as the receive loop handles one.
+type harness struct {
+	t            testing.TB
+	c            *core
+	r            *reader
+	msgs         []delivered
+	gaps         []Gap
+	last         map[StreamID]wire.Seq // last delivered per stream
+	ends         []ended
+	check        bool // verify order and gaps
+	checkPayload bool // verify payloads are payload(seq)
+	now          monotime.Time
+}
+
+func newHarness(t testing.TB, cfg Config) *harness {
+	t.Helper()
+	if !cfg.Group.IsValid() {
+		cfg.Group = testGroup
+	}
+	h := &harness{t: t, check: true, checkPayload: true, last: map[StreamID]wire.Seq{}}
+	cfg.OnMessage = h.onMessage
+	cfg.OnGap = func(g Gap) {
+		if last, ok := h.last[g.Stream]; ok && h.check && g.From <= last {
+			h.t.Fatalf("gap %v names delivered sequence %d", g, last)
+		}
+		h.gaps = append(h.gaps, g)
+	}
+	cfg.OnEnd = func(id StreamID, next wire.Seq) { h.ends = append(h.ends, ended{id, next}) }
+	cfg, err := cfg.withDefaults()
+	require.NoError(t, err)
+	h.c = newCore(cfg.core())
+	h.r = &reader{c: h.c, batch: sock.NewBatch(1, 0), group: cfg.Group.Addr(), source: cfg.Source}
+	return h
+}
+
+func (h *harness) onMessage(m Message) {
+	if h.checkPayload && string(m.Data) != string(payload(m.Seq)) {
+		h.t.Fatalf("stream %v seq %d: payload %x, want %x", m.Stream, m.Seq, m.Data, payload(m.Seq))
+	}
+	if last, ok := h.last[m.Stream]; ok && h.check && last+1 != m.Seq {
+		h.t.Fatalf("stream %v: delivered %d after %d", m.Stream, m.Seq, last)
+	}
+	h.last[m.Stream] = m.Seq
+	h.msgs = append(h.msgs, delivered{m.Stream, m.Seq})
+}
+
+// feed handles one datagram from src addressed to the test group.
+func (h *harness) feed(src netip.AddrPort, b []byte) {
+	h.feedMsg(sock.Message{Buf: b, Addr: src, Dst: testGroup.Addr()})
+}
+
+func (h *harness) feedMsg(m sock.Message) {
+	h.now += 1000
+	h.r.batch.Msgs[0] = m
+	h.c.mu.Lock()
+	h.r.handleLocked(1, h.now)
+	h.c.mu.Unlock()
+}
+
+func (h *harness) stats() Stats {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.c.stats()
+}
+
+func (h *harness) stream(src netip.AddrPort, s wire.Session) StreamStats {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	for _, st := range h.c.streamStats() {
+		if st.ID == (StreamID{src, s}) {
+			return st
+		}
+	}
+	h.t.Fatalf("no stream %v/%v", src, s)
+	return StreamStats{}
+}
+
+// seqs returns the delivered sequences of one stream.
+func (h *harness) seqs(src netip.AddrPort, s wire.Session) []wire.Seq {
+	var out []wire.Seq
+	for _, d := range h.msgs {
+		if d.id == (StreamID{src, s}) {
+			out = append(out, d.seq)
+		}
+	}
+	return out
+}
+
+func seqRange(from, to wire.Seq) []wire.Seq {
+	var out []wire.Seq
+	for s := from; s < to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// onlyDrops asserts that the drop counters are exactly want.
+func onlyDrops(t testing.TB, st Stats, want map[DropReason]uint64) {
+	t.Helper()
+	var total uint64
+	for r := range NumDropReasons {
+		require.Equal(t, want[r], st.Drops[r], "drops for %v", r)
+		total += want[r]
+	}
+	require.Equal(t, total, st.Dropped)
+}

@@ -1,0 +1,69 @@
+package subscriber
+
+import (
+	"net/netip"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/sock"
+)
+
+// reader moves datagrams from one socket into the core: one ReadBatch,
+// then one lock of the core for the whole batch. A subscriber has one per
+// socket (today the group socket; a repair socket or a second feed add
+// more). A reader is used by one goroutine.
+type reader struct {
+	conn  sock.PacketConn
+	batch *sock.Batch
+	c     *core
+	// group is the destination a datagram must carry; invalid accepts any
+	// (a unicast repair socket).
+	group netip.Addr
+	// source, when valid, is the only sender accepted (SSM).
+	source netip.Addr
+	// repair marks the datagrams as repairs (see core.handlePacket).
+	repair bool
+	// ovfl is the kernel's drop counter as last reported on this socket.
+	ovfl uint32
+}
+
+// readOnce reads one batch and handles it. It blocks until a datagram
+// arrives, the read deadline passes or the socket is closed. It does not
+// allocate unless a packet must be held and no free reorder slot has room.
+func (r *reader) readOnce() error {
+	n, err := r.conn.ReadBatch(r.batch)
+	if err != nil {
+		return err
+	}
+	now := monotime.Now()
+	r.c.mu.Lock()
+	r.handleLocked(n, now)
+	r.c.mu.Unlock()
+	return nil
+}
+
+// handleLocked handles r.batch.Msgs[:n]. r.c.mu must be held.
+func (r *reader) handleLocked(n int, now monotime.Time) {
+	c := r.c
+	for i := range r.batch.Msgs[:n] {
+		m := &r.batch.Msgs[i]
+		c.st.Datagrams++
+		src := sock.Unmap(m.Addr)
+		switch {
+		case m.Truncated:
+			c.drop(DropTruncatedDatagram)
+		case r.group.IsValid() && m.Dst.IsValid() && m.Dst.Unmap() != r.group:
+			// Another group's traffic reaching the wildcard-bound
+			// socket (Go issue 73484), or unicast to our port.
+			c.drop(DropWrongGroup)
+		case r.source.IsValid() && src.Addr() != r.source:
+			c.drop(DropWrongSource)
+		default:
+			c.handleDatagram(src, m.Buf, now, r.repair)
+		}
+	}
+	// SO_RXQ_OVFL is a running uint32 count; add what it moved by.
+	if d := r.batch.Drops; d != r.ovfl {
+		c.st.KernelDrops += uint64(d - r.ovfl)
+		r.ovfl = d
+	}
+}

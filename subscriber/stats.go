@@ -1,0 +1,205 @@
+package subscriber
+
+import (
+	"errors"
+
+	"github.com/mdbus/mdbus/wire"
+)
+
+// DropReason says why a datagram was dropped. Every drop is counted by
+// reason in Stats.Drops.
+type DropReason uint8
+
+// Drop reasons. The values index Stats.Drops; new reasons are added before
+// NumDropReasons.
+const (
+	// DropTruncatedDatagram: the datagram was larger than the receive
+	// buffer (Config.DatagramSize) and the kernel cut it.
+	DropTruncatedDatagram DropReason = iota
+	// DropWrongGroup: the datagram was addressed to another group (or to a
+	// unicast address) but reached the wildcard-bound socket.
+	DropWrongGroup
+	// DropWrongSource: Config.Source is set and the datagram came from
+	// another address.
+	DropWrongSource
+	// DropShortHeader: fewer than the 20 bytes of a MoldUDP64 header
+	// (wire.ErrShortHeader).
+	DropShortHeader
+	// DropTruncated: a message length runs past the end of the datagram
+	// (wire.ErrTruncatedMessage).
+	DropTruncated
+	// DropTrailingBytes: bytes remain after the counted messages, the count
+	// disagrees with the bytes (wire.ErrTrailingBytes).
+	DropTrailingBytes
+	// DropEndOfSessionData: a count of 0xFFFF with bytes after the header
+	// (wire.ErrEndOfSessionData).
+	DropEndOfSessionData
+	// DropHeartbeatData: a count of 0 with bytes after the header
+	// (wire.ErrHeartbeatData).
+	DropHeartbeatData
+	// DropZeroSeq: a packet, heartbeat or end of session naming sequence 0
+	// (wire.ErrZeroSeq).
+	DropZeroSeq
+	// DropSeqOverflow: sequence plus count passes 2^64-1
+	// (wire.ErrSeqOverflow).
+	DropSeqOverflow
+	// DropBadSession: the session is not printable ASCII
+	// (wire.ErrBadSession).
+	DropBadSession
+	// DropMalformed: any other decoding error.
+	DropMalformed
+	// DropTooManyStreams: the packet would start a stream beyond
+	// Config.MaxStreams and no ended or superseded stream could be evicted.
+	DropTooManyStreams
+	// DropSeqJump: the packet, heartbeat or end of session is more than
+	// Config.MaxGap messages ahead of the next expected sequence.
+	DropSeqJump
+	// DropReorderFull: the packet is ahead of the next expected sequence
+	// and its stream's reorder buffer already holds Config.ReorderPackets
+	// packets. Its messages are reported as a gap.
+	DropReorderFull
+	// DropDuplicate: every message of the packet was delivered already (or
+	// precedes Config.StartSeq), or it repeats a packet held for reordering.
+	DropDuplicate
+	// DropAfterEnd: the packet or heartbeat reaches past the end of session.
+	DropAfterEnd
+	// DropBadEndOfSession: an end of session below what was delivered, or
+	// disagreeing with an earlier one.
+	DropBadEndOfSession
+	// DropUnknownRepair: a repair packet for a session no stream has.
+	DropUnknownRepair
+	// NumDropReasons is the number of drop reasons (the length of
+	// Stats.Drops).
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	DropTruncatedDatagram: "truncated-datagram",
+	DropWrongGroup:        "wrong-group",
+	DropWrongSource:       "wrong-source",
+	DropShortHeader:       "short-header",
+	DropTruncated:         "truncated-message",
+	DropTrailingBytes:     "trailing-bytes",
+	DropEndOfSessionData:  "end-of-session-data",
+	DropHeartbeatData:     "heartbeat-data",
+	DropZeroSeq:           "zero-seq",
+	DropSeqOverflow:       "seq-overflow",
+	DropBadSession:        "bad-session",
+	DropMalformed:         "malformed",
+	DropTooManyStreams:    "too-many-streams",
+	DropSeqJump:           "seq-jump",
+	DropReorderFull:       "reorder-full",
+	DropDuplicate:         "duplicate",
+	DropAfterEnd:          "after-end",
+	DropBadEndOfSession:   "bad-end-of-session",
+	DropUnknownRepair:     "unknown-repair",
+}
+
+// String returns a short, stable, lower-case name for r, for logs and
+// metrics.
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// dropReasonOf maps a wire decoding error to its drop reason.
+func dropReasonOf(err error) DropReason {
+	switch {
+	case errors.Is(err, wire.ErrShortHeader):
+		return DropShortHeader
+	case errors.Is(err, wire.ErrTruncatedMessage):
+		return DropTruncated
+	case errors.Is(err, wire.ErrTrailingBytes):
+		return DropTrailingBytes
+	case errors.Is(err, wire.ErrEndOfSessionData):
+		return DropEndOfSessionData
+	case errors.Is(err, wire.ErrHeartbeatData):
+		return DropHeartbeatData
+	case errors.Is(err, wire.ErrZeroSeq):
+		return DropZeroSeq
+	case errors.Is(err, wire.ErrSeqOverflow):
+		return DropSeqOverflow
+	case errors.Is(err, wire.ErrBadSession):
+		return DropBadSession
+	}
+	return DropMalformed
+}
+
+// Stats are a subscriber's counters since New. Message counts are in
+// messages (sequence numbers), packet counts in datagrams.
+type Stats struct {
+	// Datagrams is every datagram read from the socket, before any check.
+	Datagrams uint64
+	// Packets is the datagrams that decoded as MoldUDP64 (data,
+	// heartbeats and ends of session), whatever became of them next.
+	Packets uint64
+	// Heartbeats is the heartbeats among Packets.
+	Heartbeats uint64
+	// Messages and Bytes are what was delivered to OnMessage (Bytes counts
+	// message payload, not headers).
+	Messages, Bytes uint64
+	// Duplicates is messages received again after delivery or while held,
+	// or older than Config.StartSeq; each was dropped.
+	Duplicates uint64
+	// Gaps is the number of gap ranges reported, GapMessages the messages
+	// in them.
+	Gaps, GapMessages uint64
+	// Reordered is the packets that went through a reorder buffer.
+	Reordered uint64
+	// Held is the packets in reorder buffers now (all streams); HeldMax
+	// is the most one stream has held at once (at most
+	// Config.ReorderPackets).
+	Held, HeldMax int
+	// Streams is the streams known now; StreamsEnded counts ends of
+	// session reached; StreamsEvicted counts ended or superseded streams
+	// forgotten to make room; SessionChanges counts new sessions from a
+	// source that had another.
+	Streams                                      int
+	StreamsEnded, StreamsEvicted, SessionChanges uint64
+	// Dropped is the datagrams dropped, all reasons; Drops splits it by
+	// reason (index with a DropReason).
+	Dropped uint64
+	Drops   [NumDropReasons]uint64
+	// KernelDrops is the kernel's exact count of datagrams it dropped
+	// because the socket's receive buffer was full (SO_RXQ_OVFL).
+	KernelDrops uint64
+	// ReadBufferRequested is Config.ReadBuffer; ReadBufferGranted is what
+	// the kernel reports for SO_RCVBUF (it doubles the request for its own
+	// bookkeeping and caps it at 2 * net.core.rmem_max).
+	ReadBufferRequested, ReadBufferGranted int
+}
+
+// Drop returns the count of drops for reason r.
+func (s Stats) Drop(r DropReason) uint64 {
+	if r < NumDropReasons {
+		return s.Drops[r]
+	}
+	return 0
+}
+
+// StreamStats describe one stream.
+type StreamStats struct {
+	ID StreamID
+	// Next is the next sequence to deliver.
+	Next wire.Seq
+	// Horizon is one past the highest sequence seen or reported missing.
+	Horizon wire.Seq
+	// End is the end-of-session sequence, wire.InvalidSeq until known.
+	End wire.Seq
+	// Delivered and Bytes count what reached OnMessage.
+	Delivered, Bytes uint64
+	// Duplicates counts messages dropped as already delivered or held.
+	Duplicates uint64
+	// Gaps and GapMessages count the gap ranges reported and their size.
+	Gaps, GapMessages uint64
+	// Held is the packets in the reorder buffer now, HeldMax the most at
+	// once.
+	Held, HeldMax int
+	// Ended reports that the end of session was reached and delivered.
+	Ended bool
+	// Superseded reports that the stream's source has since started
+	// another session.
+	Superseded bool
+}
