@@ -1,0 +1,139 @@
+// Package retransmit keeps recent MoldUDP64 messages and answers
+// re-requests for them: a Cache of the latest messages of a few sessions,
+// filled through the publisher's Sink hook (SentPacket) or one message at a
+// time (Add, for the rewinder), and a Server that answers re-requests
+// (NASDAQ "MoldUDP64 Protocol Specification" 1.00, the request packet)
+// with ordinary downstream packets, to the requester or on a multicast
+// repair group.
+//
+// The rule above all others: a small request never buys unbounded bytes.
+// Every answer is capped in messages and bytes, paid for from two token
+// buckets, and sent only to a plausible unicast source or the configured
+// group.
+//
+// # Cache
+//
+// The cache is one FIFO of messages shared by all its sessions, bounded by
+// CacheConfig.MaxMessages and CacheConfig.MaxBytes for the whole cache;
+// when either bound is reached the oldest message, whichever its session,
+// is evicted. Three structures hold it:
+//
+//	arena  []byte   message bytes at monotonic positions, pos % len(arena);
+//	                a message never wraps: the tail of the arena is skipped
+//	                instead (that slack counts as used until reclaimed)
+//	       +--------------------------------------------------+
+//	       | ..free.. | a41 | a42 | b7 | a43 | ... | a99 |slack|
+//	       +--------------------------------------------------+
+//	                   ^ head (oldest)              ^ tail
+//	                (a41: message 41 of session a; b7: of session b)
+//
+//	log    []entry  ring of {pos, len, session slot} numbered g = 0, 1, 2 ...
+//	                (the FIFO; its oldest entry is evicted first)
+//
+//	idx    []uint64 per session, ring of log numbers by sequence:
+//	                idx[seq & (len-1)] = g, for seq in [first, next)
+//
+// Lookup by sequence is two array reads (idx, then log) and a copy: O(1).
+// The arena starts at 64 KiB and doubles up to MaxBytes; the log and the
+// indexes double as needed, and an index halves when its session shrinks
+// to a quarter of it or restarts, so memory stays below MaxBytes plus 64
+// bytes per MaxMessages (typically 24: 16 in the log, 8 in an index), and
+// during a resize the old and the new array briefly coexist. Growing
+// copies, but not per message: once the cache has reached its working
+// size, SentPacket and Add allocate nothing.
+//
+// A session holds one gap-free range [first, next). Messages must come in
+// order: a sequence below next is a duplicate and is ignored; a sequence
+// above next (a jump) restarts the session's range at that sequence. The
+// messages of a restarted range, like those of a session evicted to admit a
+// new one (beyond MaxSessions, the least recently written goes), stay in
+// the FIFO as dead entries until they reach its head.
+//
+// # Server
+//
+// A Server owns one goroutine that reads requests from its unicast socket
+// in batches (recvmmsg), handles each and sends the answers in batches
+// (sendmmsg). Each request goes through these steps, and the first that
+// fails refuses it (counted in ServerStats.Refused by Reason, nothing sent):
+//
+//  1. the source must be a unicast address with a non-zero port (never
+//     answer a multicast, broadcast or unspecified "source");
+//  2. the source must be inside ServerConfig.Allow, when set;
+//  3. the datagram must be a valid re-request (wire.ParseRequest: exactly
+//     20 bytes, printable session, sequence > 0, count 1..0xFFFE, no
+//     overflow); each wire error has its own counter;
+//  4. a Source must know the session;
+//  5. the count is capped to MaxPerRequest (counted as Capped);
+//  6. coalescing (below);
+//  7. packets are built for [seq, seq+count) ∩ held, each from the first
+//     Source that holds its first sequence; ranges no Source holds are
+//     skipped; nothing held at all refuses with ReasonOutOfRange, a
+//     message too large for the payload size with ReasonTooLarge, another
+//     Source failure with ReasonSourceError (a failure after the first
+//     packet ends the answer there);
+//  8. each packet is paid for, in bytes of UDP payload, by the global
+//     bucket (RateBytes) and the requester's bucket (RequesterRateBytes,
+//     keyed by source address without port, an IPv6 source by its /64,
+//     in a bounded LRU table), and
+//     by the request's budget (MaxRequestBytes). The answer stops at the
+//     first packet that cannot be paid for: it is truncated (counted as
+//     Partial) or, when not even its first packet can be paid for,
+//     refused (ReasonRateLimited). Buckets never go negative, so the
+//     bytes sent in any interval T are at most RateBytes×T plus the
+//     bucket depth, RateBytes×Burst (at least one packet).
+//
+// # Coalescing and the repair group
+//
+// The server remembers, for CoalesceWindow, each answered range (session,
+// sequence, capped count), who asked and whether it went multicast. Within
+// the window the same range is refused as coalesced when it was already
+// multicast or when the same requester (address and port) asks again.
+// When a different requester asks and RepairGroup is set, the range is sent
+// once on RepairGroup (two requesters want it: multicast serves them and
+// every other subscriber that lost it), and further asks within the
+// window are coalesced. Without RepairGroup a different requester gets its
+// own unicast answer, within its bucket. With AlwaysMulticast every
+// answer goes on RepairGroup and any repeat within the window is
+// coalesced. The first answer is never delayed.
+//
+// # Anti-amplification
+//
+//   - an answer is at most min(MaxPerRequest messages, MaxRequestBytes,
+//     the requester's bucket) for one 20-byte request;
+//   - one source address (IPv6: one /64) receives at most RequesterRateBytes×(T+Burst)
+//     bytes in T (unless its bucket is evicted from the table by more
+//     than MaxRequesters other sources, which the global bucket bounds);
+//   - the whole server sends at most RateBytes×(T+Burst) bytes in T;
+//   - malformed, unknown, disallowed and spoofed-looking requests cost
+//     one parse and a counter, and are never answered; datagrams longer
+//     than 64 bytes are truncated by the kernel into a 64-byte buffer.
+//
+// # Concurrency
+//
+// A Cache is safe for concurrent use: writers serialize on its mutex, one
+// lock per packet (SentPacket) or message (Add); readers share a read lock
+// taken once per packet they build, so a writer waits at most for one
+// packet's copy. A Server's methods are safe for concurrent use; its state
+// (buckets, tables, send buffers) is owned by its goroutine, and Stats reads
+// atomic counters. Close stops the goroutine, closes the sockets and waits;
+// a second Close returns ErrClosed.
+//
+// # Buffers
+//
+// AppendPacket and AppendPackets append into caller-owned buffers and do
+// not allocate when those have payloadSize bytes of room; the bytes are a
+// copy, valid after the call. The Server builds its packets straight into
+// its preallocated send batch and allocates nothing per request or message.
+//
+// # Usage
+//
+//	cache := retransmit.NewCache(retransmit.CacheConfig{})
+//	// publisher.Config{Sinks: []publisher.Sink{cache}, ...}
+//	srv, err := retransmit.NewServer(retransmit.ServerConfig{
+//		Listen:  netip.MustParseAddrPort("127.0.0.1:0"),
+//		Sources: []retransmit.Source{cache},
+//	})
+//	if err != nil { ... }
+//	defer srv.Close()
+//	// subscribers send re-requests to srv.Addr()
+package retransmit

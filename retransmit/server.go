@@ -1,0 +1,435 @@
+package retransmit
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// Server defaults.
+const (
+	DefaultInterface          = "lo"
+	DefaultCoalesceWindow     = 2 * time.Millisecond
+	DefaultMaxPerRequest      = 1024
+	DefaultMaxRequestBytes    = 256 << 10
+	DefaultRateBytes          = 100e6 // bytes per second
+	DefaultRequesterRateBytes = 20e6  // bytes per second
+	DefaultBurst              = 10 * time.Millisecond
+	DefaultMaxRequesters      = 4096
+	DefaultReadBuffer         = 1 << 20
+
+	readBatchLen  = 64 // requests per recvmmsg
+	readBufLen    = 64 // bytes per request buffer: larger datagrams are truncated and refused
+	sendBatchLen  = 64 // packets per sendmmsg
+	coalesceSlots = 4096
+)
+
+// Errors of the package.
+var (
+	// ErrClosed is returned by a second Server.Close.
+	ErrClosed = errors.New("retransmit: server closed")
+	// ErrConfig wraps every configuration error of NewServer.
+	ErrConfig = errors.New("retransmit: bad configuration")
+)
+
+// ServerConfig describes a Server. The zero value of every field but
+// Listen and Sources is its default.
+type ServerConfig struct {
+	// Listen is the unicast address re-requests come to, for example
+	// 127.0.0.1:0, [::1]:0 or [fd77::1]:0. Answers to unicast requesters
+	// leave from this socket.
+	Listen netip.AddrPort
+	// Sources are asked in order for each packet (the cache first, the
+	// journal later). At least one.
+	Sources []Source
+	// RepairGroup, when valid, is the multicast group repairs may go to
+	// (subscribers join it as well as the feed).
+	RepairGroup netip.AddrPort
+	// Interface is the multicast interface of RepairGroup. Default "lo".
+	Interface string
+	// TTL is the multicast TTL (IPv4) or hop limit (IPv6) of repairs on
+	// RepairGroup. Default 0: they stay on this host.
+	TTL int
+	// AlwaysMulticast answers every request on RepairGroup.
+	AlwaysMulticast bool
+	// CoalesceWindow: the same range (session, sequence and count after
+	// capping) asked again within this time is answered only once more,
+	// on RepairGroup, when a second requester asks; see the package doc.
+	// Default 2 ms; negative disables coalescing.
+	CoalesceWindow time.Duration
+	// MaxPerRequest caps the messages answered per request; larger
+	// requests are answered truncated. Default 1024, at most
+	// wire.MaxCount.
+	MaxPerRequest int
+	// MaxRequestBytes caps the bytes (whole packets, UDP payload) sent for
+	// one request. Default 256 KiB, at least one packet.
+	MaxRequestBytes int
+	// RateBytes is the total repair bandwidth in bytes per second (UDP
+	// payload, unicast and multicast together). Default 100e6.
+	RateBytes float64
+	// RequesterRateBytes is the repair bandwidth per requester address
+	// (IPv6: per /64) in bytes per second (multicast repairs count for the
+	// requester that caused them). Default 20e6.
+	RequesterRateBytes float64
+	// Burst is the depth of the token buckets as time at their rate: a
+	// bucket holds rate*Burst bytes (at least one packet). Default 10 ms.
+	Burst time.Duration
+	// MaxRequesters is the size of the table of per-requester buckets
+	// (least recently used replaced). Default 4096.
+	MaxRequesters int
+	// Allow lists the networks requests are accepted from (IPv4-mapped
+	// sources are matched as IPv4); empty allows everyone. Requests from
+	// elsewhere are counted (ReasonNotAllowed) and ignored.
+	Allow []netip.Prefix
+	// PayloadSize is the largest answer packet. Default
+	// wire.DefaultPayloadSizeIPv4 or IPv6 by the family of each socket.
+	PayloadSize int
+	// ReadBuffer is the SO_RCVBUF requested for the request socket, in
+	// bytes. Default 1 MiB (the kernel may grant less).
+	ReadBuffer int
+	// Wrap, when set, wraps the sockets (request socket and repair-group
+	// socket), for example with the impairment layer or a byte counter in
+	// tests. Closing the wrapped PacketConn must close the socket.
+	Wrap func(sock.PacketConn) sock.PacketConn
+	// Logger receives rare events (start, socket errors). Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+func (c ServerConfig) normalize() (ServerConfig, error) {
+	if !c.Listen.IsValid() {
+		return c, fmt.Errorf("%w: Listen %v is not a valid address and port", ErrConfig, c.Listen)
+	}
+	if len(c.Sources) == 0 {
+		return c, fmt.Errorf("%w: no Sources", ErrConfig)
+	}
+	for i, s := range c.Sources {
+		if s == nil {
+			return c, fmt.Errorf("%w: Sources[%d] is nil", ErrConfig, i)
+		}
+	}
+	if c.RepairGroup.IsValid() && (!c.RepairGroup.Addr().IsMulticast() || c.RepairGroup.Port() == 0) {
+		return c, fmt.Errorf("%w: RepairGroup %v is not a multicast address with a port", ErrConfig, c.RepairGroup)
+	}
+	if c.AlwaysMulticast && !c.RepairGroup.IsValid() {
+		return c, fmt.Errorf("%w: AlwaysMulticast without a RepairGroup", ErrConfig)
+	}
+	for i, p := range c.Allow {
+		if !p.IsValid() {
+			return c, fmt.Errorf("%w: Allow[%d] %v is not a valid prefix", ErrConfig, i, p)
+		}
+	}
+	if c.Interface == "" {
+		c.Interface = DefaultInterface
+	}
+	if c.TTL < 0 || c.TTL > 255 {
+		return c, fmt.Errorf("%w: TTL %d outside [0, 255]", ErrConfig, c.TTL)
+	}
+	if c.CoalesceWindow == 0 {
+		c.CoalesceWindow = DefaultCoalesceWindow
+	}
+	if c.MaxPerRequest <= 0 {
+		c.MaxPerRequest = DefaultMaxPerRequest
+	}
+	c.MaxPerRequest = min(c.MaxPerRequest, wire.MaxCount)
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.RateBytes <= 0 {
+		c.RateBytes = DefaultRateBytes
+	}
+	if c.RequesterRateBytes <= 0 {
+		c.RequesterRateBytes = DefaultRequesterRateBytes
+	}
+	if c.Burst <= 0 {
+		c.Burst = DefaultBurst
+	}
+	if c.MaxRequesters <= 0 {
+		c.MaxRequesters = DefaultMaxRequesters
+	}
+	if c.PayloadSize != 0 && (c.PayloadSize < wire.MinPayloadSize || c.PayloadSize > wire.MaxPayloadSize) {
+		return c, fmt.Errorf("%w: PayloadSize %d outside [%d, %d]", ErrConfig, c.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
+	}
+	if c.ReadBuffer <= 0 {
+		c.ReadBuffer = DefaultReadBuffer
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+func (c ServerConfig) payloadFor(a netip.Addr) int {
+	if c.PayloadSize != 0 {
+		return c.PayloadSize
+	}
+	if a.Is4() || a.Is4In6() {
+		return wire.DefaultPayloadSizeIPv4
+	}
+	return wire.DefaultPayloadSizeIPv6
+}
+
+// newHandler builds the request logic of a normalized cfg over the given
+// connections (mconn nil without a repair group).
+func newHandler(cfg ServerConfig, conn, mconn sock.PacketConn, st *counters, onErr func(error)) *handler {
+	now := monotime.Now()
+	hc := handlerConfig{
+		sources:         append([]Source(nil), cfg.Sources...),
+		alwaysMulticast: cfg.AlwaysMulticast,
+		maxPerRequest:   cfg.MaxPerRequest,
+		payloadUni:      cfg.payloadFor(cfg.Listen.Addr()),
+		allow:           append([]netip.Prefix(nil), cfg.Allow...),
+	}
+	maxPayload := hc.payloadUni
+	if mconn != nil {
+		hc.group = cfg.RepairGroup
+		hc.payloadMulti = cfg.payloadFor(cfg.RepairGroup.Addr())
+		maxPayload = max(maxPayload, hc.payloadMulti)
+	}
+	hc.maxRequestBytes = max(cfg.MaxRequestBytes, maxPayload)
+	burst := func(rate float64) float64 {
+		return max(rate*cfg.Burst.Seconds(), float64(maxPayload))
+	}
+	h := &handler{
+		cfg:    hc,
+		global: newBucket(now, cfg.RateBytes, burst(cfg.RateBytes)),
+		reqs:   newRequesterTable(cfg.MaxRequesters, cfg.RequesterRateBytes, burst(cfg.RequesterRateBytes)),
+		coal:   newCoalesceTable(coalesceSlots, cfg.CoalesceWindow),
+		uni:    newOutQueue(conn, sendBatchLen, hc.payloadUni, false, st, onErr),
+		st:     st,
+	}
+	if mconn != nil {
+		h.multi = newOutQueue(mconn, sendBatchLen, hc.payloadMulti, true, st, onErr)
+	}
+	return h
+}
+
+// Server answers MoldUDP64 re-requests from its Sources; see the package
+// documentation for its rules. Its methods are safe for concurrent use.
+type Server struct {
+	conn   sock.PacketConn
+	mconn  sock.PacketConn // nil without a repair group
+	addr   netip.AddrPort
+	h      *handler
+	st     counters
+	log    *slog.Logger
+	quit   chan struct{}
+	done   chan struct{}
+	closed atomic.Bool
+	mu     sync.Mutex
+	err    error // first unexpected socket error, returned by Close
+	logged atomic.Uint32
+}
+
+// NewServer opens the request socket (and the repair-group socket when
+// RepairGroup is set) and starts the serving goroutine; Close stops it.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	uc, err := sock.Open(sock.Config{Local: cfg.Listen, ReadBuffer: cfg.ReadBuffer})
+	if err != nil {
+		return nil, fmt.Errorf("retransmit: listen %s: %w", cfg.Listen, err)
+	}
+	s := &Server{conn: uc, addr: sock.Unmap(uc.LocalAddr()), log: cfg.Logger,
+		quit: make(chan struct{}), done: make(chan struct{})}
+	if cfg.RepairGroup.IsValid() {
+		ifi, err := net.InterfaceByName(cfg.Interface)
+		if err != nil {
+			uc.Close()
+			return nil, fmt.Errorf("retransmit: repair group interface %q: %w", cfg.Interface, err)
+		}
+		wild := netip.IPv4Unspecified()
+		if cfg.RepairGroup.Addr().Is6() {
+			wild = netip.IPv6Unspecified()
+		}
+		mc, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(wild, 0), Interface: ifi, TTL: cfg.TTL, Loopback: true})
+		if err != nil {
+			uc.Close()
+			return nil, fmt.Errorf("retransmit: repair group %s socket: %w", cfg.RepairGroup, err)
+		}
+		s.mconn = mc
+	}
+	if cfg.Wrap != nil {
+		s.conn = cfg.Wrap(s.conn)
+		if s.mconn != nil {
+			s.mconn = cfg.Wrap(s.mconn)
+		}
+	}
+	s.h = newHandler(cfg, s.conn, s.mconn, &s.st, s.sendError)
+	s.log.Info("retransmit: serving re-requests", "listen", s.addr, "repair_group", cfg.RepairGroup,
+		"max_per_request", cfg.MaxPerRequest, "rate_bytes", cfg.RateBytes, "requester_rate_bytes", cfg.RequesterRateBytes)
+	go s.serve()
+	return s, nil
+}
+
+// Addr is the address re-requests go to.
+func (s *Server) Addr() netip.AddrPort { return s.addr }
+
+func (s *Server) serve() {
+	defer close(s.done)
+	rb := sock.NewBatch(readBatchLen, readBufLen)
+	backoff := time.Millisecond
+	for {
+		n, err := s.conn.ReadBatch(rb)
+		if err != nil {
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			if sock.IsTimeout(err) {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				s.latch(err)
+				return
+			}
+			s.st.readErrors.Add(1)
+			s.latch(err)
+			select { // do not spin on a persistent error
+			case <-s.quit:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 100*time.Millisecond)
+			continue
+		}
+		backoff = time.Millisecond
+		now := monotime.Now()
+		for i := range n {
+			m := &rb.Msgs[i]
+			s.h.handle(now, m.Buf, m.Truncated, m.Addr)
+		}
+		s.h.flush()
+		s.st.kernelDrops.Store(uint64(rb.Drops))
+	}
+}
+
+func (s *Server) sendError(err error) {
+	if s.logged.Add(1) <= 10 {
+		s.log.Warn("retransmit: send failed", "err", err)
+	}
+}
+
+func (s *Server) latch(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+		s.log.Warn("retransmit: read failed", "err", err)
+	}
+}
+
+// Close stops the serving goroutine, closes the sockets and waits. It
+// returns the first unexpected socket error, if any; later calls return
+// ErrClosed.
+func (s *Server) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	close(s.quit)
+	err := s.conn.Close()
+	if s.mconn != nil {
+		err = errors.Join(err, s.mconn.Close())
+	}
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil && !errors.Is(s.err, net.ErrClosed) {
+		err = errors.Join(err, s.err)
+	}
+	if err != nil {
+		return fmt.Errorf("retransmit: close: %w", err)
+	}
+	return nil
+}
+
+// RefusedStats counts refused requests by reason; see Reason.
+type RefusedStats struct {
+	BadSource, NotAllowed                                        uint64
+	RequestLen, BadSession, ZeroSeq, ZeroCount, SeqOverflow      uint64
+	UnknownSession, Coalesced, OutOfRange, TooLarge, RateLimited uint64
+	SourceError                                                  uint64
+}
+
+// Malformed is the number of requests that did not decode (wire errors).
+func (r RefusedStats) Malformed() uint64 {
+	return r.RequestLen + r.BadSession + r.ZeroSeq + r.ZeroCount + r.SeqOverflow
+}
+
+// Total is the number of refused requests.
+func (r RefusedStats) Total() uint64 {
+	return r.Malformed() + r.BadSource + r.NotAllowed + r.UnknownSession + r.Coalesced +
+		r.OutOfRange + r.TooLarge + r.RateLimited + r.SourceError
+}
+
+// ServerStats counts what a Server did since NewServer.
+type ServerStats struct {
+	// Requests is the number of datagrams received on the request socket.
+	Requests uint64
+	// Answered is the number of requests answered with at least one packet.
+	Answered uint64
+	// Capped counts requests for more than MaxPerRequest messages (answered
+	// truncated).
+	Capped uint64
+	// Partial counts answered requests that got fewer messages than asked
+	// (after capping): part of the range not held, MaxRequestBytes, or
+	// a bucket ran dry.
+	Partial uint64
+	// Refused counts requests answered with nothing, by reason.
+	Refused RefusedStats
+	// UnicastPackets and UnicastBytes are the repairs sent to requesters;
+	// MulticastPackets and MulticastBytes those sent on the repair group.
+	// Bytes are UDP payload bytes the kernel accepted.
+	UnicastPackets, UnicastBytes     uint64
+	MulticastPackets, MulticastBytes uint64
+	// Messages is the number of messages in repairs queued for sending.
+	Messages uint64
+	// SendErrors counts datagrams the kernel refused; ReadErrors failed
+	// reads of the request socket; KernelDrops requests the kernel dropped
+	// for want of receive buffer (SO_RXQ_OVFL).
+	SendErrors, ReadErrors, KernelDrops uint64
+}
+
+// Bytes is the total of repair bytes sent.
+func (s ServerStats) Bytes() uint64 { return s.UnicastBytes + s.MulticastBytes }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats { return s.st.snapshot() }
+
+func (c *counters) snapshot() ServerStats {
+	r := func(x Reason) uint64 { return c.refused[x].Load() }
+	return ServerStats{
+		Requests: c.requests.Load(),
+		Answered: c.answered.Load(),
+		Capped:   c.capped.Load(),
+		Partial:  c.partial.Load(),
+		Refused: RefusedStats{
+			BadSource: r(ReasonBadSource), NotAllowed: r(ReasonNotAllowed),
+			RequestLen: r(ReasonRequestLen), BadSession: r(ReasonBadSession), ZeroSeq: r(ReasonZeroSeq),
+			ZeroCount: r(ReasonZeroCount), SeqOverflow: r(ReasonSeqOverflow),
+			UnknownSession: r(ReasonUnknownSession), Coalesced: r(ReasonCoalesced),
+			OutOfRange: r(ReasonOutOfRange), TooLarge: r(ReasonTooLarge), RateLimited: r(ReasonRateLimited),
+			SourceError: r(ReasonSourceError),
+		},
+		UnicastPackets:   c.uniPackets.Load(),
+		UnicastBytes:     c.uniBytes.Load(),
+		MulticastPackets: c.mPackets.Load(),
+		MulticastBytes:   c.mBytes.Load(),
+		Messages:         c.msgs.Load(),
+		SendErrors:       c.sendErrors.Load(),
+		ReadErrors:       c.readErrors.Load(),
+		KernelDrops:      c.kernelDrops.Load(),
+	}
+}
