@@ -1,0 +1,363 @@
+package nak
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// entry is one tracked missing range with its timers. Pieces of a range
+// split by partial fills are separate entries with the same timers.
+type entry struct {
+	from, to  wire.Seq
+	firstSeen monotime.Time // when the gap was reported
+	next      monotime.Time // when the next NAK is due
+	interval  time.Duration // wait after the last NAK; 0 before the first
+	naks      uint32        // NAKs sent for this range
+	doomed    bool          // declared lost at once (MaxPending rule); the next Poll reports it
+}
+
+func (e *entry) len() uint64 { return uint64(e.to - e.from) }
+
+// LossDetector tracks the missing sequence ranges of one stream and decides
+// when to ask for them again and when to give up. See the package
+// documentation for the timing rules.
+//
+// A LossDetector is not safe for concurrent use: one goroutine, the one that
+// owns the stream, calls all its methods. It keeps no reference to the
+// slices passed to Poll or GiveUp. OnGap, OnReceived and Poll do not allocate
+// once its internal slice has grown to the number of ranges in flight.
+type LossDetector struct {
+	cfg     Config
+	gen     DelayGenerator // cfg.Generator; nil means uniform
+	uniform UniformDelay
+
+	entries []entry // sorted by from, disjoint, none empty
+	pending uint64  // messages in entries that are not doomed
+	doomed  uint64  // messages in doomed entries
+
+	// due is a lower bound of the earliest entry time (see at) whenever
+	// entries is not empty; exact says it is that time.
+	due   monotime.Time
+	exact bool
+
+	st Stats
+}
+
+// NewLossDetector returns an empty detector configured by cfg (zero fields
+// take their defaults).
+func NewLossDetector(cfg Config) *LossDetector {
+	cfg = cfg.withDefaults()
+	d := &LossDetector{cfg: cfg, gen: cfg.Generator, exact: true}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	d.uniform.init(cfg.Delay, seed)
+	return d
+}
+
+// Config returns the configuration in use, defaults applied.
+func (d *LossDetector) Config() Config { return d.cfg }
+
+// at is when e next needs Poll: its next NAK or its deadline, whichever is
+// first; at once for a doomed entry.
+func (d *LossDetector) at(e *entry) monotime.Time {
+	if e.doomed {
+		return e.firstSeen
+	}
+	return min(e.next, e.firstSeen.Add(d.cfg.Deadline))
+}
+
+// search returns the index of the first entry that ends after s.
+func (d *LossDetector) search(s wire.Seq) int {
+	lo, hi := 0, len(d.entries)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if d.entries[m].to <= s {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// delay draws the delay before a new gap's first NAK.
+func (d *LossDetector) delay() time.Duration {
+	var v time.Duration
+	if d.gen != nil {
+		v = d.gen.Delay()
+	} else {
+		v = d.uniform.Delay()
+	}
+	return min(max(v, 0), maxDuration)
+}
+
+// OnGap records that the messages of r were found missing at now (a packet
+// or heartbeat showed a sequence beyond the next expected one). Parts of r
+// already tracked keep their timers; the new parts form one gap with one
+// random delay before its first NAK. If the new parts would take Pending
+// above MaxPending, they are declared lost at once instead: the next Poll
+// returns them as lost and they are never requested. An empty r is ignored.
+func (d *LossDetector) OnGap(now monotime.Time, r Range) {
+	if r.From >= r.To {
+		return
+	}
+	i := d.search(r.From)
+	// Count the messages of r not tracked yet.
+	var n uint64
+	cur := r.From
+	for j := i; j < len(d.entries) && d.entries[j].from < r.To; j++ {
+		if e := &d.entries[j]; e.from > cur {
+			n += uint64(e.from - cur)
+		}
+		cur = d.entries[j].to
+	}
+	if cur < r.To {
+		n += uint64(r.To - cur)
+	}
+	if n == 0 {
+		return
+	}
+	d.st.Gaps++
+	d.st.GapMessages += n
+	e := entry{firstSeen: now}
+	if n > d.cfg.MaxPending-d.pending { // pending <= MaxPending always
+		e.doomed = true
+		e.next = now
+		d.doomed += n
+		d.st.Overflows++
+		d.st.OverflowMessages += n
+	} else {
+		e.next = now.Add(d.delay())
+		d.pending += n
+	}
+	if t := d.at(&e); len(d.entries) == 0 {
+		d.due, d.exact = t, true
+	} else if t < d.due {
+		d.due = t
+	}
+	// Insert the new pieces between the tracked entries.
+	cur = r.From
+	j := i
+	for j < len(d.entries) && d.entries[j].from < r.To {
+		if d.entries[j].from > cur {
+			e.from, e.to = cur, d.entries[j].from
+			d.entries = slices.Insert(d.entries, j, e)
+			j++
+		}
+		cur = d.entries[j].to
+		j++
+	}
+	if cur < r.To {
+		e.from, e.to = cur, r.To
+		d.entries = slices.Insert(d.entries, j, e)
+	}
+}
+
+// fill accounts for n messages of e arriving.
+func (d *LossDetector) fill(e *entry, n uint64) {
+	d.st.Filled += n
+	if e.doomed {
+		d.doomed -= n
+		return
+	}
+	d.pending -= n
+	if e.naks == 0 {
+		d.st.Suppressed += n
+	}
+}
+
+// OnReceived records that the messages of r arrived at now, as originals or
+// repairs: they stop being tracked, so no NAK asks for them again. Pieces
+// of a range left on either side keep its timers. It returns how many
+// tracked-missing messages r filled and the age (now minus first seen) of
+// the oldest gap among them, for a recovery-time histogram; (0, 0) when r
+// filled nothing. Duplicates and untracked messages are ignored.
+func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, age time.Duration) {
+	if r.From >= r.To {
+		return 0, 0
+	}
+	i := d.search(r.From)
+	if i == len(d.entries) || d.entries[i].from >= r.To {
+		return 0, 0
+	}
+	if e := &d.entries[i]; e.from < r.From && e.to > r.To {
+		// r lies strictly inside e: split it in two.
+		n := uint64(r.To - r.From)
+		d.fill(e, n)
+		right := *e
+		right.from = r.To
+		e.to = r.From
+		age = now.Sub(e.firstSeen)
+		d.entries = slices.Insert(d.entries, i+1, right)
+		return n, max(age, 0)
+	}
+	oldest := monotime.Time(math.MaxInt64)
+	out, j := i, i
+	for ; j < len(d.entries) && d.entries[j].from < r.To; j++ {
+		e := d.entries[j]
+		n := uint64(min(e.to, r.To) - max(e.from, r.From))
+		d.fill(&e, n)
+		filled += n
+		oldest = min(oldest, e.firstSeen)
+		switch {
+		case e.from < r.From: // left part stays (first entry only)
+			e.to = r.From
+		case e.to > r.To: // right part stays (last entry only)
+			e.from = r.To
+		default: // covered: removed
+			if d.at(&e) <= d.due {
+				d.exact = false
+			}
+			continue
+		}
+		d.entries[out] = e
+		out++
+	}
+	d.entries = slices.Delete(d.entries, out, j)
+	return filled, max(now.Sub(oldest), 0)
+}
+
+// Poll does the work due at now. It appends to reqs the ranges to ask for
+// now, in sequence order, each at most MaxRequest (<= wire.MaxCount) long so
+// that it fits one wire.Request (adjacent ranges due together are joined),
+// and to lost the ranges given up now
+// (deadline passed, or declared lost by the MaxPending rule), which it
+// stops tracking. It returns the extended slices; with enough capacity it
+// does not allocate. The caller sends the requests and reports the losses.
+func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []Range) {
+	if len(d.entries) == 0 || now < d.due {
+		return reqs, lost
+	}
+	reqStart, lostStart := len(reqs), len(lost)
+	due := monotime.Time(math.MaxInt64)
+	out := 0
+	for i := range d.entries {
+		e := &d.entries[i]
+		if e.doomed || now >= e.firstSeen.Add(d.cfg.Deadline) {
+			lost = appendJoined(lost, lostStart, e.from, e.to, math.MaxUint64)
+			if e.doomed {
+				d.doomed -= e.len()
+			} else {
+				d.pending -= e.len()
+			}
+			d.st.LostMessages += e.len()
+			continue
+		}
+		if now >= e.next {
+			reqs = appendJoined(reqs, reqStart, e.from, e.to, uint64(d.cfg.MaxRequest))
+			e.naks++
+			d.st.NAKs++
+			if e.naks > 1 {
+				d.st.Retries++
+			}
+			if e.interval == 0 {
+				e.interval = d.cfg.Retry
+			} else {
+				e.interval = min(2*e.interval, d.cfg.MaxRetry)
+			}
+			e.next = now.Add(e.interval)
+		}
+		due = min(due, d.at(e))
+		if out != i {
+			d.entries[out] = *e
+		}
+		out++
+	}
+	d.entries = d.entries[:out]
+	d.due, d.exact = due, true
+	d.st.Requests += uint64(len(reqs) - reqStart)
+	for _, r := range reqs[reqStart:] {
+		d.st.Requested += r.Len()
+	}
+	d.st.LostRanges += uint64(len(lost) - lostStart)
+	return reqs, lost
+}
+
+// appendJoined appends [from, to) to rs in pieces of at most limit
+// messages, first extending the last range when it was appended in this
+// call (index >= start) and ends at from.
+func appendJoined(rs []Range, start int, from, to wire.Seq, limit uint64) []Range {
+	for from < to {
+		if k := len(rs) - 1; k >= start && rs[k].To == from && rs[k].Len() < limit {
+			n := min(limit-rs[k].Len(), uint64(to-from))
+			rs[k].To += wire.Seq(n)
+			from += wire.Seq(n)
+			continue
+		}
+		n := min(limit, uint64(to-from))
+		rs = append(rs, Range{from, from + wire.Seq(n)})
+		from += wire.Seq(n)
+	}
+	return rs
+}
+
+// Next returns the earliest time at which Poll has work, and false when
+// nothing is tracked. Poll before that time does nothing.
+func (d *LossDetector) Next() (monotime.Time, bool) {
+	if len(d.entries) == 0 {
+		return 0, false
+	}
+	if !d.exact {
+		due := monotime.Time(math.MaxInt64)
+		for i := range d.entries {
+			due = min(due, d.at(&d.entries[i]))
+		}
+		d.due, d.exact = due, true
+	}
+	return d.due, true
+}
+
+// Pending is the number of messages tracked missing and still to be
+// repaired. It never exceeds MaxPending. Ranges declared lost by the
+// MaxPending rule but not yet returned by Poll are not counted.
+func (d *LossDetector) Pending() uint64 { return d.pending }
+
+// AppendMissing appends to dst the ranges tracked missing and still to be
+// repaired (those counted by Pending), in sequence order, and returns the
+// extended slice. Adjacent ranges with different timers are listed apart.
+func (d *LossDetector) AppendMissing(dst []Range) []Range {
+	for i := range d.entries {
+		if e := &d.entries[i]; !e.doomed {
+			dst = append(dst, Range{e.from, e.to})
+		}
+	}
+	return dst
+}
+
+// GiveUp stops tracking everything, appends every tracked range to lost
+// (adjacent ranges joined) and returns the extended slice; the ranges count
+// as lost in Stats. Use it when the session ends or is judged suspect and
+// no repair can come.
+func (d *LossDetector) GiveUp(lost []Range) []Range {
+	start := len(lost)
+	for i := range d.entries {
+		e := &d.entries[i]
+		lost = appendJoined(lost, start, e.from, e.to, math.MaxUint64)
+		d.st.LostMessages += e.len()
+	}
+	d.st.LostRanges += uint64(len(lost) - start)
+	d.entries = d.entries[:0]
+	d.pending, d.doomed = 0, 0
+	d.due, d.exact = 0, true
+	return lost
+}
+
+// Stats returns the counters since the detector was made or last Reset.
+func (d *LossDetector) Stats() Stats { return d.st }
+
+// Reset empties the detector and zeroes its Stats, keeping its
+// configuration, its generator state and its memory, so that it can serve a
+// new stream or session.
+func (d *LossDetector) Reset() {
+	d.entries = d.entries[:0]
+	d.pending, d.doomed = 0, 0
+	d.due, d.exact = 0, true
+	d.st = Stats{}
+}
