@@ -1,0 +1,243 @@
+package publisher
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// Sink is offered every data packet once its send was attempted: after
+// the kernel took it or, rarely, refused it (the sequence numbers are spent
+// either way, and a cache or journal that holds the packet lets subscribers
+// repair the hole). Heartbeats and the end of session are not offered.
+//
+// SentPacket is called on the goroutine that sent the packet: the
+// publication's sending goroutine, or with Config.Inline the goroutine that
+// called Publish. pkt is the whole MoldUDP64 packet (header included) and is
+// valid only during the call: a Sink that keeps it must copy it. SentPacket
+// must not call back into the Publication and should return quickly, since
+// the next packets wait for it.
+type Sink interface {
+	SentPacket(pkt []byte)
+}
+
+// Config describes a Publication. The zero value of every field but Group
+// is its default.
+type Config struct {
+	// Group is the IPv4 or IPv6 multicast group and UDP port to publish
+	// to. Required.
+	Group netip.AddrPort
+	// Interface is the network interface multicast leaves through;
+	// default "lo". IPv6 multicast does not work over lo on Linux: give
+	// IPv6 groups a real (or veth) interface.
+	Interface string
+	// Source is the local address to bind, which becomes the packets'
+	// source address (for example 127.0.0.2, to tell several publishers on
+	// one host apart). Default: the wildcard address of the group's family.
+	Source netip.Addr
+	// TTL is the multicast TTL (IPv4) or hop limit (IPv6), 0 to 255.
+	// Default 0: packets stay on this host.
+	TTL int
+	// DisableLoopback turns IP_MULTICAST_LOOP off, so subscribers on this
+	// host do not hear the publication. Default false: they do. On lo it
+	// has no effect: what is sent through lo is received through it.
+	DisableLoopback bool
+	// Session is the MoldUDP64 session name, 1 to 10 printable ASCII
+	// characters. Default: wire.NewSession(), a random one.
+	Session string
+	// FirstSeq is the sequence number of the first message. Default 1.
+	FirstSeq wire.Seq
+	// PayloadSize is the largest UDP payload (MoldUDP64 packet) in bytes,
+	// from wire.MinPayloadSize to wire.MaxPayloadSize. Default: what fits
+	// a 1500-byte MTU, wire.DefaultPayloadSizeIPv4 or
+	// wire.DefaultPayloadSizeIPv6 by the group's family.
+	PayloadSize int
+	// HeartbeatInterval is how long the publication may send nothing
+	// before it sends a heartbeat carrying the next sequence number.
+	// Default 1 s, as MoldUDP64 suggests; negative disables heartbeats.
+	HeartbeatInterval time.Duration
+	// RateMessages caps the publishing rate in messages per second; 0
+	// means no cap. Publish sleeps when over.
+	RateMessages float64
+	// RateBytes caps the publishing rate in UDP payload bytes per second
+	// (MoldUDP64 headers and length prefixes included); 0 means no cap.
+	RateBytes float64
+	// WriteBuffer is the SO_SNDBUF request in bytes. Default 4 MiB;
+	// negative keeps the kernel default.
+	WriteBuffer int
+	// BatchPackets is the largest number of packets handed to the kernel
+	// in one sendmmsg call, 1 to 1024. Default 64.
+	BatchPackets int
+	// QueuePackets is the number of packet buffers (each PayloadSize
+	// bytes) that may be filling or in flight. When all are taken,
+	// Publish blocks until the sender frees one (backpressure). Default
+	// 1024, lowered for large payload sizes so the ring stays within
+	// 16 MiB (but at least 16 packets).
+	QueuePackets int
+	// Inline lets Publish send on the caller's goroutine when nothing is
+	// being sent, instead of waking the sending goroutine. It saves the
+	// goroutine wake-up (see the package doc for measurements) at the cost
+	// of a sendmmsg call inside Publish, and of packing: a single
+	// publishing goroutine then sends one packet per Publish unless the
+	// previous send is still running. Sinks are then also called on
+	// publishing goroutines. Default false.
+	Inline bool
+	// Sinks are offered every data packet; see Sink.
+	Sinks []Sink
+	// Wrap, when set, wraps the socket, for example with the impairment
+	// layer in tests. Closing the wrapped PacketConn must close the socket.
+	Wrap func(sock.PacketConn) sock.PacketConn
+	// Logger receives rare events (send errors). Default: discard.
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultInterface         = "lo"
+	DefaultHeartbeatInterval = time.Second
+	DefaultWriteBuffer       = 4 << 20
+	DefaultBatchPackets      = 64
+	DefaultQueuePackets      = 1024
+	// MaxBatchPackets is the kernel's limit on messages per sendmmsg
+	// (UIO_MAXIOV).
+	MaxBatchPackets = 1024
+	maxRingBytes    = 16 << 20
+	minQueuePackets = 16
+)
+
+var (
+	// ErrClosed is returned by calls on a closed (or closing) Publication.
+	ErrClosed = errors.New("publisher: publication closed")
+	// ErrMessageTooLarge matches (errors.Is) a message that cannot fit in
+	// one packet of the configured payload size. It wraps
+	// wire.ErrMessageTooLarge, so errors.Is with either works.
+	ErrMessageTooLarge = fmt.Errorf("publisher: %w", wire.ErrMessageTooLarge)
+	// ErrBadGroup matches a Config.Group that is missing or not a
+	// multicast group.
+	ErrBadGroup = errors.New("publisher: bad group address")
+	// ErrNoInterface matches a Config.Interface that does not exist.
+	ErrNoInterface = errors.New("publisher: no such interface")
+	// ErrConfig matches any other invalid Config field.
+	ErrConfig = errors.New("publisher: invalid config")
+)
+
+// settings is a validated Config with defaults applied.
+type settings struct {
+	Config
+	group   netip.AddrPort
+	ifi     *net.Interface
+	session wire.Session
+	maxMsg  int
+}
+
+func (c Config) settle() (settings, error) {
+	s := settings{Config: c}
+	g := c.Group
+	if !g.IsValid() || !g.Addr().IsValid() {
+		return s, fmt.Errorf("%w: Config.Group is required (an IPv4 or IPv6 multicast group and port)", ErrBadGroup)
+	}
+	g = netip.AddrPortFrom(g.Addr().Unmap(), g.Port())
+	if !g.Addr().IsMulticast() {
+		return s, fmt.Errorf("%w: %s is not a multicast address (want 224.0.0.0/4 or ff00::/8)", ErrBadGroup, g.Addr())
+	}
+	if g.Port() == 0 {
+		return s, fmt.Errorf("%w: %s has port 0", ErrBadGroup, g)
+	}
+	s.group = g
+	v6 := g.Addr().Is6()
+
+	if s.Interface == "" {
+		s.Interface = DefaultInterface
+	}
+	ifi, err := net.InterfaceByName(s.Interface)
+	if err != nil {
+		return s, fmt.Errorf("%w: %q (this host has: %s)", ErrNoInterface, s.Interface, interfaceNames())
+	}
+	s.ifi = ifi
+
+	if s.Source.IsValid() {
+		s.Source = s.Source.Unmap()
+		if s.Source.Is6() != v6 {
+			return s, fmt.Errorf("%w: Source %s and Group %s are of different address families", ErrConfig, s.Source, g.Addr())
+		}
+		if s.Source.IsMulticast() {
+			return s, fmt.Errorf("%w: Source %s is a multicast address", ErrConfig, s.Source)
+		}
+	}
+	if s.TTL < 0 || s.TTL > 255 {
+		return s, fmt.Errorf("%w: TTL %d out of range 0..255", ErrConfig, s.TTL)
+	}
+	if s.Session == "" {
+		s.session = wire.NewSession()
+	} else if s.session, err = wire.ParseSession(s.Session); err != nil {
+		return s, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if s.FirstSeq == wire.InvalidSeq {
+		s.FirstSeq = 1
+	}
+	switch {
+	case s.PayloadSize == 0 && v6:
+		s.PayloadSize = wire.DefaultPayloadSizeIPv6
+	case s.PayloadSize == 0:
+		s.PayloadSize = wire.DefaultPayloadSizeIPv4
+	case s.PayloadSize < wire.MinPayloadSize || s.PayloadSize > wire.MaxPayloadSize:
+		return s, fmt.Errorf("%w: PayloadSize %d out of range %d..%d", ErrConfig, s.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
+	}
+	s.maxMsg = wire.MaxMessageLen(s.PayloadSize)
+	if s.HeartbeatInterval == 0 {
+		s.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if s.RateMessages < 0 || s.RateBytes < 0 || s.RateMessages != s.RateMessages || s.RateBytes != s.RateBytes {
+		return s, fmt.Errorf("%w: negative or NaN rate (RateMessages %g, RateBytes %g)", ErrConfig, s.RateMessages, s.RateBytes)
+	}
+	if s.WriteBuffer == 0 {
+		s.WriteBuffer = DefaultWriteBuffer
+	} else if s.WriteBuffer < 0 {
+		s.WriteBuffer = 0
+	}
+	switch {
+	case s.BatchPackets == 0:
+		s.BatchPackets = DefaultBatchPackets
+	case s.BatchPackets < 0 || s.BatchPackets > MaxBatchPackets:
+		return s, fmt.Errorf("%w: BatchPackets %d out of range 1..%d", ErrConfig, s.BatchPackets, MaxBatchPackets)
+	}
+	switch {
+	case s.QueuePackets == 0:
+		s.QueuePackets = max(minQueuePackets, min(DefaultQueuePackets, maxRingBytes/s.PayloadSize))
+	case s.QueuePackets < 0:
+		return s, fmt.Errorf("%w: QueuePackets %d is negative", ErrConfig, s.QueuePackets)
+	}
+	s.BatchPackets = min(s.BatchPackets, s.QueuePackets)
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	for i, sk := range s.Sinks {
+		if sk == nil {
+			return s, fmt.Errorf("%w: Sinks[%d] is nil", ErrConfig, i)
+		}
+	}
+	return s, nil
+}
+
+// interfaceNames lists the host's interfaces for an error message.
+func interfaceNames() string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	names := make([]string, 0, len(ifs))
+	for _, ifi := range ifs {
+		names = append(names, ifi.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
