@@ -70,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if wantNetns(args[2:]) && !netlab.Inside() {
+	if wantNetns(args[1], args[2:]) && !netlab.Inside() {
 		code, err := netlab.Reexec(args, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "mdbus %s: --netns: %v\n", args[1], err)
@@ -109,17 +109,23 @@ func usageErr(format string, a ...any) error {
 // wantNetns reports whether args ask for --netns (before any positional
 // argument). The flag is also defined in each command's flag set, so that
 // -h lists it and parsing accepts it.
-func wantNetns(args []string) bool {
+func wantNetns(cmd string, args []string) bool {
+	want := netnsDefault[cmd]
 	for _, a := range args {
 		switch a {
 		case "--netns", "-netns", "--netns=true", "-netns=true":
-			return true
+			want = true
+		case "--netns=false", "-netns=false":
+			want = false
 		case "--":
-			return false
+			return want
 		}
 	}
-	return false
+	return want
 }
+
+// netnsDefault names the commands that run in the lab unless told not to.
+var netnsDefault = map[string]bool{"demo": true}
 
 // newFlags returns a flag set whose -h output teaches: the summary, the
 // usage line and every flag with its default.

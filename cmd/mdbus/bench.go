@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/mdbus/mdbus/bench"
+	"github.com/mdbus/mdbus/internal/netlab"
+)
+
+func init() {
+	register("bench", "benchmarks: throughput, latency, raw UDP, the issue's goals, charts (in a private netns by default)", runBench)
+	// Benchmark traffic is heavy: it runs in the lab unless --netns=false.
+	netnsDefault["bench"] = true
+}
+
+const benchUsage = `Measures mdbus against plain UDP multicast on the same path, in the same run.
+
+Modes:
+  throughput  one publisher, --subs subscribers (goroutines, or processes
+              with --procs); messages/s, bytes/s, packets/s, messages per
+              packet, kernel drops, gaps, repairs and losses per subscriber
+  latency     latency at a fixed offered rate (--rate, default 10k/s):
+              round trip over two groups and/or one way (--mode); the stamp
+              is the scheduled send time, which corrects coordinated omission
+  raw         throughput and latency of plain UDP multicast only
+  goals       the targets of issue 4, each measured in this run, PASS/FAIL
+  chart       draw a percentile-spectrum SVG from .json reports or .hgrm files:
+              mdbus bench chart -o out.svg a.json b.hgrm ...
+  lab         run a command inside the benchmark lab (private network
+              namespace, lo multicast), as bench/peers/run.sh does:
+              mdbus bench lab -- COMMAND [ARGS...]
+
+throughput and latency run mdbus and raw UDP (--systems) with the same sizes
+and rates and report the ratio mdbus / raw. Each run is bounded by
+--duration (and --count); Ctrl-C stops early and still writes what was
+measured. Files go to --out: NAME.json, NAME.hlog (interval histograms),
+NAME-SERIES.hgrm (percentile distributions, µs) and NAME.svg.
+
+By default the benchmark runs inside a private network namespace on lo with
+TTL 0; --netns=false runs it in this namespace (still lo, TTL 0). Another
+interface or a TTL above 0 needs --allow-network.`
+
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "_child" {
+		return bench.ChildMain(ctx, args[1:], os.Stdin, stdout)
+	}
+	if len(args) > 0 && args[0] == "lab" {
+		return benchLab(ctx, args[1:], stdout)
+	}
+	mode := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		mode, args = args[0], args[1:]
+	}
+	fs := newFlags("bench", "throughput|latency|raw|goals|chart [flags]", benchUsage)
+	netns := fs.Bool("netns", true, "run inside a private user+network namespace (false: this namespace, still lo/TTL 0)")
+	allowNet := fs.Bool("allow-network", false, "allow an interface other than loopback and a TTL above 0")
+	ifname := fs.String("interface", "lo", "multicast interface")
+	ttl := fs.Int("ttl", 0, "multicast TTL (0 keeps packets on this host)")
+	group := fs.String("group", bench.DefaultGroup.String(), "first multicast group:port (each run takes the next port)")
+	sizes := fs.String("size", "64", "message sizes, comma-separated: N bytes, MIN-MAX (uniform), itch (real NASDAQ ITCH 5.0 messages) or synth")
+	rates := fs.String("rate", "", "offered rates in messages/s, comma-separated (10k, 4M; max = as fast as possible); default: max for throughput, 10k for latency")
+	systems := fs.String("systems", "mdbus,raw", "systems to run: mdbus, raw, or both")
+	latMode := fs.String("mode", "both", "latency: rtt (round trip over two groups), oneway, or both")
+	subs := fs.Int("subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
+	procs := fs.Bool("procs", false, "run each subscriber in its own process (this binary re-executed)")
+	dur := fs.Duration("duration", 0, "how long each run sends (default 5s; goals: 10s; at most 1h)")
+	count := fs.Int64("count", 0, "also end each run after this many messages (0 = duration only)")
+	warmup := fs.Duration("warmup", 0, "latency: leading part of each run not recorded (default 500ms; negative for none)")
+	payload := fs.Int("payload-size", 0, "largest MoldUDP64 packet in bytes (default 1472, a 1500-byte MTU)")
+	batch := fs.Int("batch", 0, "messages handed to the publisher (or sendmmsg) at once in throughput runs (default 256)")
+	rcvbuf := fs.Int("read-buffer", 0, "SO_RCVBUF request in bytes (default 4 MiB)")
+	sndbuf := fs.Int("write-buffer", 0, "SO_SNDBUF request in bytes (default 4 MiB)")
+	stamps := fs.Bool("timestamps", false, "kernel receive timestamps (SO_TIMESTAMPNS): split latency into wire and receive path")
+	spin := fs.Duration("spin", 0, "latency: busy-wait this close to each send time (default 2ms; negative: only sleep)")
+	noInline := fs.Bool("no-inline", false, "latency: send from the publisher's goroutine instead of inline in Publish")
+	interval := fs.Duration("interval", 0, "length of each .hlog interval (default 1s)")
+	drain := fs.Duration("drain", 0, "wait this long for subscribers after the sender stops (default 2s)")
+	seed := fs.Uint64("seed", 1, "seed for message contents and loss")
+	withLoss := fs.Bool("with-loss", false, "also run mdbus with --loss of the datagrams dropped at each subscriber (the impairment layer; recovery cost)")
+	loss := fs.Float64("loss", 0.01, "fraction of datagrams --with-loss drops (0-0.5)")
+	out := fs.String("out", "bench-results", "directory for the .json, .hlog, .hgrm and .svg files (empty: none)")
+	name := fs.String("name", "", "base name of the files (default: MODE-YYYYmmdd-HHMMSS)")
+	asJSON := fs.Bool("json", false, "print the JSON report on stdout instead of the table")
+	chartOut := fs.String("o", "chart.svg", "chart: the SVG file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if mode == "" && fs.NArg() > 0 {
+		mode = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	_ = netns
+	switch mode {
+	case "chart":
+		return benchChart(*chartOut, fs.Args(), stdout)
+	case "throughput", "latency", "raw", "goals":
+	case "":
+		fs.Usage()
+		return usageErr("say which benchmark: throughput, latency, raw, goals or chart")
+	default:
+		return usageErr("unknown benchmark %q: want throughput, latency, raw, goals or chart", mode)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+
+	// Check everything before anything runs.
+	g, err := netip.ParseAddrPort(*group)
+	if err != nil || !g.Addr().Is4() || !g.Addr().IsMulticast() {
+		return usageErr("--group %q: want an IPv4 multicast address and port, like 239.255.77.1:41000", *group)
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"--duration", *dur}, {"--interval", *interval}, {"--drain", *drain}} {
+		if f.v < 0 {
+			return usageErr("%s %v is negative", f.name, f.v)
+		}
+	}
+	if *dur > bench.MaxDuration {
+		return usageErr("--duration %v is above the limit of %v", *dur, bench.MaxDuration)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--payload-size", *payload}, {"--batch", *batch}, {"--read-buffer", *rcvbuf}, {"--write-buffer", *sndbuf}} {
+		if f.v < 0 {
+			return usageErr("%s %d is negative", f.name, f.v)
+		}
+	}
+	if *count < 0 {
+		return usageErr("--count %d is negative", *count)
+	}
+	if *subs < 1 || *subs > bench.MaxSubscribers {
+		return usageErr("--subs %d: want 1 to %d", *subs, bench.MaxSubscribers)
+	}
+	if *loss <= 0 || *loss > 0.5 || *loss != *loss {
+		return usageErr("--loss %v: want a fraction above 0 and at most 0.5", *loss)
+	}
+	var sys []bench.System
+	for _, s := range strings.Split(*systems, ",") {
+		switch strings.TrimSpace(s) {
+		case "mdbus":
+			sys = append(sys, bench.Mdbus)
+		case "raw":
+			sys = append(sys, bench.Raw)
+		default:
+			return usageErr("--systems %q: want mdbus, raw or mdbus,raw", *systems)
+		}
+	}
+	if mode == "raw" {
+		sys = []bench.System{bench.Raw}
+	}
+	var modes []string
+	switch *latMode {
+	case "both":
+		modes = []string{bench.RoundTrip, bench.OneWay}
+	case "rtt", "round-trip":
+		modes = []string{bench.RoundTrip}
+	case "oneway", "one-way":
+		modes = []string{bench.OneWay}
+	default:
+		return usageErr("--mode %q: want rtt, oneway or both", *latMode)
+	}
+	cfg := bench.Config{
+		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
+		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch,
+		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, NoInline: *noInline,
+		Interval: *interval, Drain: *drain, Seed: *seed,
+	}
+	if mode == "goals" && cfg.Duration == 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	b, err := bench.New(cfg)
+	if err != nil {
+		if errors.Is(err, bench.ErrConfig) || errors.Is(err, bench.ErrNotLoopback) {
+			return usageErr("%v", err)
+		}
+		return err
+	}
+	defer b.Close()
+	b.SetInLab(netlab.Inside())
+	if !netlab.Inside() {
+		b.Note("ran outside the private network lab (--netns=false)")
+	}
+	var szs []bench.Sizes
+	for _, s := range strings.Split(*sizes, ",") {
+		lim := b.MaxMessage(bench.Raw)
+		for _, y := range sys {
+			lim = min(lim, b.MaxMessage(y))
+		}
+		if mode == "goals" {
+			lim = b.MaxMessage(bench.Mdbus)
+		}
+		sz, err := bench.ParseSizes(s, lim)
+		if err != nil {
+			return usageErr("--size: %v", err)
+		}
+		szs = append(szs, sz)
+	}
+	rateSpec := *rates
+	if rateSpec == "" {
+		rateSpec = "max"
+		if mode == "latency" {
+			rateSpec = "10k"
+		}
+	}
+	var rs []float64
+	for _, s := range strings.Split(rateSpec, ",") {
+		r, err := bench.ParseRate(s, mode != "latency")
+		if err != nil {
+			return usageErr("--rate: %v", err)
+		}
+		rs = append(rs, r)
+	}
+	if *name == "" {
+		*name = mode + "-" + time.Now().Format("20060102-150405")
+	}
+	if err := bench.CheckOutput(*out); err != nil {
+		return usageErr("--out: %v", err)
+	}
+
+	var runErr error
+	switch mode {
+	case "throughput":
+		runErr = benchThroughput(ctx, b, sys, szs, rs, *subs, *procs, *withLoss, *loss)
+	case "latency":
+		runErr = benchLatency(ctx, b, sys, szs, rs, modes, *subs, *procs, *withLoss, *loss)
+	case "raw":
+		runErr = benchThroughput(ctx, b, sys, szs, []float64{0}, *subs, *procs, false, 0)
+		if runErr == nil {
+			lr := rs
+			if *rates == "" {
+				lr = []float64{bench.DefaultLatencyRate}
+			}
+			if !containsZero(lr) {
+				runErr = benchLatency(ctx, b, sys, szs, lr, modes, *subs, *procs, false, 0)
+			}
+		}
+	case "goals":
+		gc := bench.GoalsConfig{Loss: *loss}
+		if *rates != "" {
+			gc.Rate = rs[0]
+		}
+		runErr = b.Goals(ctx, gc)
+	}
+	interrupted := ctx.Err() != nil
+	b.Finish(interrupted)
+	files, werr := b.WriteFiles(*out, *name)
+	_ = files
+	var perr error
+	if *asJSON {
+		perr = b.WriteJSON(stdout)
+	} else {
+		perr = b.WriteTable(stdout)
+	}
+	if interrupted {
+		return errors.Join(werr, perr)
+	}
+	return errors.Join(runErr, werr, perr)
+}
+
+// benchLab runs a command inside the lab (main re-executed this process in
+// it, as for every bench mode): the peer scripts use it so that sockperf,
+// ZeroMQ and mdbus share one private network.
+func benchLab(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && (args[0] == "--netns" || args[0] == "--netns=true") {
+		args = args[1:]
+	}
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return usageErr("lab: give a command to run inside the lab: mdbus bench lab -- COMMAND [ARGS...]")
+	}
+	if !netlab.Inside() {
+		return usageErr("lab: refusing to run outside the private network lab (drop --netns=false)")
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("lab: %s exited with status %d", args[0], ee.ExitCode())
+		}
+		return fmt.Errorf("lab: %w", err)
+	}
+	return nil
+}
+
+func containsZero(rs []float64) bool {
+	for _, r := range rs {
+		if r == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// benchThroughput runs every size × rate × system; mdbus runs again with
+// loss when asked. It stops at the first interruption.
+func benchThroughput(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, subs int, procs, withLoss bool, loss float64) error {
+	var errs []error
+	for _, sz := range szs {
+		for _, r := range rs {
+			for _, s := range sys {
+				if ctx.Err() != nil {
+					return nil
+				}
+				_, err := b.Throughput(ctx, bench.ThroughputCase{System: s, Sizes: sz, Rate: r, Subscribers: subs, Processes: procs})
+				if err != nil && ctx.Err() == nil {
+					errs = append(errs, err)
+				}
+				if s == bench.Mdbus && withLoss && ctx.Err() == nil {
+					_, err := b.Throughput(ctx, bench.ThroughputCase{System: s, Sizes: sz, Rate: r, Subscribers: subs, Processes: procs, Loss: loss})
+					if err != nil && ctx.Err() == nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func benchLatency(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, subs int, procs, withLoss bool, loss float64) error {
+	var errs []error
+	for _, sz := range szs {
+		for _, r := range rs {
+			for _, m := range modes {
+				for _, s := range sys {
+					if ctx.Err() != nil {
+						return nil
+					}
+					c := bench.LatencyCase{System: s, Mode: m, Sizes: sz, Rate: r}
+					if m == bench.OneWay {
+						c.Subscribers, c.Processes = subs, procs
+					}
+					if _, err := b.Latency(ctx, c); err != nil && ctx.Err() == nil {
+						errs = append(errs, err)
+					}
+					if s == bench.Mdbus && withLoss && ctx.Err() == nil {
+						c.Loss = loss
+						if _, err := b.Latency(ctx, c); err != nil && ctx.Err() == nil {
+							errs = append(errs, err)
+						}
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func benchChart(out string, inputs []string, stdout io.Writer) error {
+	if len(inputs) == 0 {
+		return usageErr("chart: give .json reports or .hgrm files to draw")
+	}
+	var series []bench.ChartSeries
+	for _, in := range inputs {
+		s, err := bench.LoadChartSeries(in)
+		if err != nil {
+			return err
+		}
+		series = append(series, s...)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return usageErr("-o: %v", err)
+	}
+	if err := bench.WriteChart(f, "latency by percentile", series); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d series)\n", out, len(series))
+	return nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/wire"
+)
+
+func init() {
+	register("sub", "subscribe to a multicast group and print messages or periodic stats", runSub)
+}
+
+func runSub(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("sub", "[flags]", `Joins a multicast group and delivers each stream (source + session) in
+order, once. Prints every message ("session seq text" for printable text,
+hex otherwise), or with --stats only a stats line per interval. Ends at
+--count messages, --duration, end of session with --exit-on-end, or SIGINT.`)
+	gf := addGroupFlags(fs)
+	stats := fs.Duration("stats", 0, "print a stats line every interval instead of messages (e.g. 1s)")
+	count := fs.Int("count", 0, "exit after this many messages (0 = no limit)")
+	dur := fs.Duration("duration", 0, "exit after this long (0 = no limit)")
+	exitOnEnd := fs.Bool("exit-on-end", false, "exit when a stream ends (end-of-session packet)")
+	start := fs.Uint64("start", 0, "first sequence to expect (0 = join live at the first packet seen)")
+	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 8 MiB)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	group, source, err := gf.parse()
+	if err != nil {
+		return err
+	}
+	if *count < 0 || *dur < 0 || *stats < 0 || *rcvbuf < 0 {
+		return usageErr("--count, --duration, --stats and --rcvbuf must not be negative")
+	}
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	defer out.Flush()
+	var mu sync.Mutex
+	done := make(chan struct{})
+	var once sync.Once
+	n := 0
+	s, err := subscriber.New(subscriber.Config{
+		Group: group, Interface: *gf.ifname, Source: source, StartSeq: wire.Seq(*start), ReadBuffer: *rcvbuf,
+		OnMessage: func(m subscriber.Message) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			if *stats == 0 {
+				printMessage(out, m)
+			}
+			if *count > 0 && n >= *count {
+				once.Do(func() { close(done) })
+			}
+		},
+		OnEnd: func(id subscriber.StreamID, next wire.Seq) {
+			mu.Lock()
+			fmt.Fprintf(out, "# end of session %s from %s at sequence %d\n", id.Session, id.Source, next)
+			mu.Unlock()
+			if *exitOnEnd {
+				once.Do(func() { close(done) })
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var tick <-chan time.Time
+	if *stats > 0 {
+		t := time.NewTicker(*stats)
+		defer t.Stop()
+		tick = t.C
+	}
+	var end <-chan time.Time
+	if *dur > 0 {
+		end = time.After(*dur)
+	}
+	var last subscriber.Stats
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-done:
+			return nil
+		case <-end:
+			return nil
+		case <-tick:
+			st, streams := s.Stats(), len(s.Streams())
+			mu.Lock() // never call into the subscriber while holding mu: OnMessage takes mu under the subscriber's lock
+			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d kernel-drops %d streams %d\n",
+				time.Now().Format("15:04:05"), st.Messages, st.Messages-last.Messages, st.Packets, st.Bytes,
+				st.Duplicates, st.Gaps, st.KernelDrops, streams)
+			out.Flush()
+			mu.Unlock()
+			last = st
+		}
+	}
+}
+
+func printMessage(w *bufio.Writer, m subscriber.Message) {
+	fmt.Fprintf(w, "%s %d ", m.Stream.Session, m.Seq)
+	if utf8.Valid(m.Data) && printable(m.Data) {
+		w.Write(m.Data)
+	} else {
+		fmt.Fprintf(w, "%x", m.Data)
+	}
+	w.WriteByte('\n')
+}
+
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
