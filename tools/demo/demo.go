@@ -145,16 +145,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var buf []byte
-	lastSent, lastDelivered := 0, make([]int, len(subs))
+	lastSent, lastDelivered, lastAt := 0, make([]int, len(subs)), start
 	live := func() {
 		var b strings.Builder
-		n := sent.N()
-		fmt.Fprintf(&b, "t=%4.1fs pub %9d msgs (%7.0f/s)", time.Since(start).Seconds(), n, float64(n-lastSent))
+		n, now := sent.N(), time.Now()
+		secs := max(now.Sub(lastAt).Seconds(), 1e-3)
+		lastAt = now
+		fmt.Fprintf(&b, "t=%4.1fs pub %9d msgs (%7.0f/s)", now.Sub(start).Seconds(), n, float64(n-lastSent)/secs)
 		lastSent = n
 		for i, s := range subs {
 			d := s.chk.Delivered()
 			st := s.s.Stats()
-			fmt.Fprintf(&b, " | %s %9d (%7.0f/s) gaps %d drops %d", s.name, d, float64(d-lastDelivered[i]), st.Gaps, st.KernelDrops)
+			fmt.Fprintf(&b, " | %s %9d (%7.0f/s) gaps %d drops %d", s.name, d, float64(d-lastDelivered[i])/secs, st.Gaps, st.KernelDrops)
 			lastDelivered[i] = d
 		}
 		fmt.Fprintln(w, b.String())
