@@ -4,9 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
+	"sync"
+	"time"
 
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/wire"
 )
 
 // RewinderConfig configures a Rewinder. The zero value of each field is
@@ -24,7 +30,12 @@ type RewinderConfig struct {
 	// the rewinder (the cache first, then any given here, such as a
 	// journal).
 	Server ServerConfig
-	Logger *slog.Logger
+	// Heartbeat is how long a session may be silent on the feed before
+	// the rewinder multicasts a heartbeat for it on Server.RepairGroup,
+	// and how often it repeats it: default 1 s, negative disables. Only
+	// with a RepairGroup. See Rewinder for why.
+	Heartbeat time.Duration
+	Logger    *slog.Logger
 }
 
 // Rewinder subscribes to a feed, caches every message it delivers and
@@ -37,10 +48,35 @@ type RewinderConfig struct {
 // Messages reach the cache in order, once each (the subscriber's
 // guarantee); a range the rewinder itself misses and never recovers
 // restarts that session's cached range (see Cache).
+//
+// # Heartbeats for a silent session
+//
+// Subscribers find tail loss through the publisher's heartbeats. When the
+// publisher dies, its heartbeats stop, and a subscriber that missed the
+// last packets would never learn of them. So when a session has been silent
+// on the feed for Heartbeat, the rewinder multicasts a MoldUDP64 heartbeat
+// for it on the repair group, carrying the next sequence it holds, and
+// repeats it every Heartbeat. Subscribers that join the repair group treat
+// it as a repair-path heartbeat: a gap if they are behind, nothing
+// otherwise.
 type Rewinder struct {
 	cache *Cache
 	sub   *subscriber.Subscriber
 	srv   *Server
+
+	mu       sync.Mutex
+	sessions map[wire.Session]*rewound
+	hbConn   *sock.Conn
+	hbGroup  netip.AddrPort
+	hbEvery  time.Duration
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   bool
+}
+
+type rewound struct {
+	next wire.Seq
+	last monotime.Time
 }
 
 // NewRewinder starts a rewinder.
@@ -48,7 +84,7 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	if !cfg.Feed.IsValid() {
 		return nil, fmt.Errorf("%w: rewinder: no feed group", ErrConfig)
 	}
-	r := &Rewinder{cache: NewCache(cfg.Cache)}
+	r := &Rewinder{cache: NewCache(cfg.Cache), sessions: map[wire.Session]*rewound{}, stop: make(chan struct{})}
 	srvCfg := cfg.Server
 	srvCfg.Sources = append([]Source{r.cache}, cfg.Server.Sources...)
 	if srvCfg.Logger == nil {
@@ -61,14 +97,89 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	r.srv = srv
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		OnMessage: func(m subscriber.Message) { r.cache.Add(m.Stream.Session, m.Seq, m.Data) },
+		OnMessage: r.onMessage,
 	})
 	if err != nil {
 		srv.Close()
 		return nil, fmt.Errorf("retransmit: rewinder: %w", err)
 	}
 	r.sub = sub
+	r.hbEvery = cfg.Heartbeat
+	if r.hbEvery == 0 {
+		r.hbEvery = time.Second
+	}
+	if g := cfg.Server.RepairGroup; g.IsValid() && r.hbEvery > 0 {
+		if err := r.startHeartbeats(g, cfg.Server.Interface, cfg.Server.TTL); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("retransmit: rewinder: %w", err)
+		}
+	}
 	return r, nil
+}
+
+func (r *Rewinder) onMessage(m subscriber.Message) {
+	r.cache.Add(m.Stream.Session, m.Seq, m.Data)
+	r.mu.Lock()
+	rw := r.sessions[m.Stream.Session]
+	if rw == nil {
+		if len(r.sessions) >= maxRewoundSessions {
+			r.mu.Unlock()
+			return
+		}
+		rw = &rewound{}
+		r.sessions[m.Stream.Session] = rw
+	}
+	rw.next, rw.last = m.Seq+1, monotime.Now()
+	r.mu.Unlock()
+}
+
+// maxRewoundSessions bounds the sessions the rewinder heartbeats for.
+const maxRewoundSessions = 1024
+
+func (r *Rewinder) startHeartbeats(group netip.AddrPort, ifname string, ttl int) error {
+	if ifname == "" {
+		ifname = "lo"
+	}
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return fmt.Errorf("heartbeat interface %q: %w", ifname, err)
+	}
+	local := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	if group.Addr().Is6() {
+		local = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
+	}
+	c, err := sock.Open(sock.Config{Local: local, Interface: ifi, TTL: ttl, Loopback: true})
+	if err != nil {
+		return err
+	}
+	r.hbConn, r.hbGroup = c, group
+	r.wg.Add(1)
+	go r.heartbeats()
+	return nil
+}
+
+// heartbeats runs on its own goroutine, owned by the Rewinder.
+func (r *Rewinder) heartbeats() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.hbEvery)
+	defer t.Stop()
+	var buf []byte
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		now := monotime.Now()
+		r.mu.Lock()
+		for s, rw := range r.sessions {
+			if now.Sub(rw.last) >= r.hbEvery {
+				buf = wire.AppendHeartbeat(buf[:0], s, rw.next)
+				_ = r.hbConn.WriteTo(buf, r.hbGroup) // best effort; the next tick retries
+			}
+		}
+		r.mu.Unlock()
+	}
 }
 
 // Addr is where re-requests go.
@@ -83,7 +194,25 @@ func (r *Rewinder) ServerStats() ServerStats { return r.srv.Stats() }
 // FeedStats are the feed subscriber's counters.
 func (r *Rewinder) FeedStats() subscriber.Stats { return r.sub.Stats() }
 
-// Close stops the feed subscriber and the server and waits for both.
+// Close stops the feed subscriber, the server and the heartbeats, and
+// waits for all of them. Later calls return ErrClosed.
 func (r *Rewinder) Close() error {
-	return errors.Join(r.sub.Close(), r.srv.Close())
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	r.closed = true
+	r.mu.Unlock()
+	close(r.stop)
+	r.wg.Wait()
+	var errs []error
+	if r.sub != nil {
+		errs = append(errs, r.sub.Close())
+	}
+	errs = append(errs, r.srv.Close())
+	if r.hbConn != nil {
+		errs = append(errs, r.hbConn.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -27,6 +27,10 @@ on this host's loopback interface with TTL 0 (lo must have multicast on).`)
 	dur := fs.Duration("duration", 0, "how long to publish (default 5s)")
 	rate := fs.Float64("rate", 200_000, "messages per second")
 	seed := fs.Uint64("seed", 1, "market data seed")
+	loss := fs.Float64("loss", 0, "each subscriber drops this fraction of received datagrams (0-1): watch NAKs and repairs")
+	reorder := fs.Float64("reorder", 0, "each subscriber reorders this fraction of received datagrams (0-1)")
+	dup := fs.Float64("dup", 0, "each subscriber duplicates this fraction of received datagrams (0-1)")
+	noRewind := fs.Bool("no-rewinder", false, "do not run the rewinder (no retransmission: losses stay lost)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +45,7 @@ on this host's loopback interface with TTL 0 (lo must have multicast on).`)
 	sum, err := demo.Run(ctx, demo.Config{
 		Group: g, Interface: *ifname, Subscribers: *subs, Duration: *dur,
 		Rate: *rate, Seed: *seed, Out: stdout,
+		Loss: *loss, Reorder: *reorder, Dup: *dup, NoRewinder: *noRewind,
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -66,6 +67,8 @@ order-book messages at --rate until --count messages or --duration.`)
 	count := fs.Int("count", 0, "with --synthetic: messages to send (0 = until --duration or interrupted)")
 	dur := fs.Duration("duration", 0, "with --synthetic: how long to send (0 = until --count or interrupted)")
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
+	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
+	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,9 +82,32 @@ order-book messages at --rate until --count messages or --duration.`)
 	if *syn && *rate == 0 {
 		*rate = 10_000
 	}
+	var sinks []publisher.Sink
+	if *retr != "" {
+		l, err := netip.ParseAddrPort(*retr)
+		if err != nil {
+			return usageErr("--retransmit %q: want a unicast address:port", *retr)
+		}
+		var rg netip.AddrPort
+		if *repair != "" {
+			if rg, err = netip.ParseAddrPort(*repair); err != nil || !rg.Addr().IsMulticast() {
+				return usageErr("--repair-group %q: want a multicast group:port", *repair)
+			}
+		}
+		cache := retransmit.NewCache(retransmit.CacheConfig{})
+		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
+			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		sinks = append(sinks, cache)
+		fmt.Fprintf(os.Stderr, "mdbus pub: re-requests on %s\n", srv.Addr())
+	}
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
+		Sinks: sinks,
 	})
 	if err != nil {
 		return err

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -28,13 +31,51 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	dur := fs.Duration("duration", 0, "exit after this long (0 = no limit)")
 	exitOnEnd := fs.Bool("exit-on-end", false, "exit when a stream ends (end-of-session packet)")
 	start := fs.Uint64("start", 0, "first sequence to expect (0 = join live at the first packet seen)")
-	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 8 MiB)")
+	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
+	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to")
+	repair := fs.String("repair-group", "", "also join this multicast group:port for repairs")
+	secondary := fs.String("secondary", "", "A/B: second feed group:port carrying the same sessions")
+	stop := fs.Bool("stop-on-loss", false, "stop delivering a stream at its first unrecoverable loss (default: report it and continue)")
+	imp := addImpairFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()
 	if err != nil {
 		return err
+	}
+	var retrAddr, repairG, secondG netip.AddrPort
+	for _, f := range []struct {
+		name, val string
+		dst       *netip.AddrPort
+		mcast     bool
+	}{{"--retransmit", *retr, &retrAddr, false}, {"--repair-group", *repair, &repairG, true}, {"--secondary", *secondary, &secondG, true}} {
+		if f.val == "" {
+			continue
+		}
+		a, err := netip.ParseAddrPort(f.val)
+		if err != nil || a.Addr().IsMulticast() != f.mcast {
+			kind := "a unicast address:port"
+			if f.mcast {
+				kind = "a multicast group:port"
+			}
+			return usageErr("%s %q: want %s", f.name, f.val, kind)
+		}
+		*f.dst = a
+	}
+	icfg, impaired, err := imp.config()
+	if err != nil {
+		return err
+	}
+	var wrap, wrap2 func(sock.PacketConn) sock.PacketConn
+	if impaired {
+		wrap = impair.Receiver(icfg)
+		icfg.Stream = 1 << 32
+		wrap2 = impair.Receiver(icfg)
+	}
+	policy := subscriber.LossContinue
+	if *stop {
+		policy = subscriber.LossStop
 	}
 	if *count < 0 || *dur < 0 || *stats < 0 || *rcvbuf < 0 {
 		return usageErr("--count, --duration, --stats and --rcvbuf must not be negative")
@@ -47,6 +88,13 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	n := 0
 	s, err := subscriber.New(subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: wire.Seq(*start), ReadBuffer: *rcvbuf,
+		Retransmitter: retrAddr, RepairGroup: repairG, Secondary: secondG, LossPolicy: policy,
+		Wrap: wrap, WrapSecondary: wrap2,
+		OnLoss: func(l subscriber.Loss) {
+			mu.Lock()
+			fmt.Fprintf(out, "# LOST %s [%d, %d): %d messages could not be recovered\n", l.Stream.Session, l.From, l.To, l.To-l.From)
+			mu.Unlock()
+		},
 		OnMessage: func(m subscriber.Message) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -93,9 +141,9 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		case <-tick:
 			st, streams := s.Stats(), len(s.Streams())
 			mu.Lock() // never call into the subscriber while holding mu: OnMessage takes mu under the subscriber's lock
-			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d kernel-drops %d streams %d\n",
+			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d naks %d recovered %d lost %d (recovery p50 %v p99 %v) kernel-drops %d streams %d\n",
 				time.Now().Format("15:04:05"), st.Messages, st.Messages-last.Messages, st.Packets, st.Bytes,
-				st.Duplicates, st.Gaps, st.KernelDrops, streams)
+				st.Duplicates, st.Gaps, st.NAKs, st.Recovered, st.LostMessages, st.RecoveryP50, st.RecoveryP99, st.KernelDrops, streams)
 			out.Flush()
 			mu.Unlock()
 			last = st

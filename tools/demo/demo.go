@@ -16,9 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/tools/synth"
 )
 
@@ -30,7 +33,13 @@ type Config struct {
 	Duration    time.Duration  // publishing time, default 5 s
 	Rate        float64        // messages/s, default 200,000
 	Seed        uint64         // market data seed, default 1
-	Out         io.Writer      // live lines and summary; default io.Discard
+	// Receiving-side impairment of every subscriber (independent loss),
+	// to watch recovery: fractions of datagrams in [0, 1].
+	Loss, Reorder, Dup float64
+	// NoRewinder turns off the rewinder (retransmitter) that the demo
+	// runs beside the publisher.
+	NoRewinder bool
+	Out        io.Writer // live lines and summary; default io.Discard
 }
 
 func (c *Config) defaults() error {
@@ -63,7 +72,22 @@ func (c *Config) defaults() error {
 	case c.Rate < 0:
 		return fmt.Errorf("demo: rate %v: must be positive", c.Rate)
 	}
+	if err := c.impair().Validate(); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
 	return nil
+}
+
+func (c *Config) impair() impair.Config {
+	return impair.Config{Loss: c.Loss, Reorder: c.Reorder, Duplicate: c.Dup, Seed: c.Seed}
+}
+
+func (c *Config) impaired() bool { return c.Loss > 0 || c.Reorder > 0 || c.Dup > 0 }
+
+// repairGroup is the demo's repair group: the feed's group address plus
+// one, on the feed's port plus one.
+func repairGroup(g netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(g.Addr().Next(), g.Port()+1)
 }
 
 // Result is the outcome for one subscriber.
@@ -73,6 +97,9 @@ type Result struct {
 	Duplicates int
 	OutOfOrder int
 	Gaps       uint64
+	NAKs       uint64
+	Recovered  uint64
+	Lost       uint64
 	Complete   bool
 	Err        error // why not complete
 }
@@ -107,13 +134,39 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		s    *subscriber.Subscriber
 		chk  *verify.Checker[subscriber.StreamID]
 	}
+	var rw *retransmit.Rewinder
+	repair := repairGroup(cfg.Group)
+	if !cfg.NoRewinder {
+		listen := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
+		if cfg.Group.Addr().Is6() {
+			listen = netip.AddrPortFrom(netip.IPv6Loopback(), 0)
+		}
+		var err error
+		rw, err = retransmit.NewRewinder(retransmit.RewinderConfig{
+			Feed: cfg.Group, Interface: cfg.Interface,
+			Server: retransmit.ServerConfig{Listen: listen, RepairGroup: repair, Interface: cfg.Interface},
+		})
+		if err != nil {
+			return Summary{}, fmt.Errorf("demo: rewinder: %w", err)
+		}
+		defer rw.Close()
+	}
+	var wrap func(sock.PacketConn) sock.PacketConn
+	if cfg.impaired() {
+		wrap = impair.Receiver(cfg.impair())
+	}
 	subs := make([]sub, cfg.Subscribers)
 	for i := range subs {
 		chk := verify.NewChecker[subscriber.StreamID](-1)
-		s, err := subscriber.New(subscriber.Config{
-			Group: cfg.Group, Interface: cfg.Interface, StartSeq: 1,
+		scfg := subscriber.Config{
+			Group: cfg.Group, Interface: cfg.Interface, StartSeq: 1, Wrap: wrap, ReorderPackets: 8192,
 			OnMessage: func(m subscriber.Message) { chk.Deliver(m.Stream, uint64(m.Seq), m.Data) },
-		})
+			OnLoss:    func(l subscriber.Loss) { chk.Skip(l.Stream, uint64(l.From), uint64(l.To-l.From)) },
+		}
+		if rw != nil {
+			scfg.Retransmitter, scfg.RepairGroup = rw.Addr(), repair
+		}
+		s, err := subscriber.New(scfg)
 		if err != nil {
 			for _, p := range subs[:i] {
 				p.s.Close()
@@ -137,6 +190,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer pub.Close()
 	fmt.Fprintf(w, "mdbus demo: publisher session %s -> %s on %s, %d subscribers, %.0f msgs/s for %v\n",
 		pub.Session(), cfg.Group, cfg.Interface, cfg.Subscribers, cfg.Rate, cfg.Duration)
+	if rw != nil {
+		fmt.Fprintf(w, "  rewinder caches the feed, answers re-requests on %s, repairs on %s\n", rw.Addr(), repair)
+	}
+	if cfg.impaired() {
+		fmt.Fprintf(w, "  each subscriber independently loses %.1f%%, reorders %.1f%%, duplicates %.1f%% of datagrams\n",
+			100*cfg.Loss, 100*cfg.Reorder, 100*cfg.Dup)
+	}
 
 	sent := verify.NewHash()
 	gen := synth.New(cfg.Seed)
@@ -156,7 +216,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		for i, s := range subs {
 			d := s.chk.Delivered()
 			st := s.s.Stats()
-			fmt.Fprintf(&b, " | %s %9d (%7.0f/s) gaps %d drops %d", s.name, d, float64(d-lastDelivered[i])/secs, st.Gaps, st.KernelDrops)
+			fmt.Fprintf(&b, " | %s %8d (%6.0f/s) gaps %d naks %d rec %d lost %d", s.name, d, float64(d-lastDelivered[i])/secs,
+				st.Gaps, st.NAKs, st.Recovered, st.LostMessages)
 			lastDelivered[i] = d
 		}
 		fmt.Fprintln(w, b.String())
@@ -204,7 +265,8 @@ publish:
 	sum := Summary{Sent: sent.N(), Packets: pub.Stats().Packets, Elapsed: time.Since(start)}
 	want := sent.Sum()
 	for _, s := range subs {
-		r := Result{Name: s.name, Gaps: s.s.Stats().Gaps}
+		st := s.s.Stats()
+		r := Result{Name: s.name, Gaps: st.Gaps, NAKs: st.NAKs, Recovered: st.Recovered, Lost: st.LostMessages}
 		var id subscriber.StreamID
 		found := false
 		for k, st := range s.chk.Streams() {
@@ -228,8 +290,8 @@ publish:
 		if !r.Complete {
 			verdict = "INCOMPLETE: " + r.Err.Error()
 		}
-		fmt.Fprintf(w, "  %s: delivered %d/%d, in order %v, duplicates %d, gaps %d -> %s\n",
-			r.Name, r.Delivered, sum.Sent, r.OutOfOrder == 0, r.Duplicates, r.Gaps, verdict)
+		fmt.Fprintf(w, "  %s: delivered %d/%d, in order %v, duplicates %d, gaps %d, NAKs %d, recovered %d, lost %d -> %s\n",
+			r.Name, r.Delivered, sum.Sent, r.OutOfOrder == 0, r.Duplicates, r.Gaps, r.NAKs, r.Recovered, r.Lost, verdict)
 	}
 	return sum, nil
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/mdbus/mdbus/retransmit"
+)
+
+func init() {
+	register("rewind", "cache a feed and answer re-requests, so repairs survive a publisher crash", runRewind)
+}
+
+func runRewind(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("rewind", "[flags]", `Joins a feed, caches every message it delivers and answers MoldUDP64
+re-requests from that cache on --listen, unicast to the requester or on
+--repair-group. When a session falls silent (its publisher died), it
+multicasts heartbeats for it on --repair-group so subscribers still find
+their tail loss.`)
+	gf := addGroupFlags(fs)
+	listen := fs.String("listen", "127.0.0.1:31100", "unicast address:port for re-requests")
+	repair := fs.String("repair-group", "", "multicast group:port for repairs and heartbeats (optional)")
+	always := fs.Bool("always-multicast", false, "answer every re-request on --repair-group")
+	maxMsgs := fs.Int("cache-messages", 0, "messages to keep (default 1048576)")
+	maxBytes := fs.Int("cache-bytes", 0, "bytes to keep (default 256 MiB)")
+	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
+	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	group, source, err := gf.parse()
+	if err != nil {
+		return err
+	}
+	l, err := netip.ParseAddrPort(*listen)
+	if err != nil {
+		return usageErr("--listen %q: want address:port", *listen)
+	}
+	var rg netip.AddrPort
+	if *repair != "" {
+		if rg, err = netip.ParseAddrPort(*repair); err != nil || !rg.Addr().IsMulticast() {
+			return usageErr("--repair-group %q: want a multicast group:port", *repair)
+		}
+	}
+	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
+		Feed: group, Interface: *gf.ifname, Source: source,
+		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
+		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate},
+	})
+	if err != nil {
+		return err
+	}
+	defer rw.Close()
+	fmt.Fprintf(os.Stderr, "mdbus rewind: caching %s, re-requests on %s\n", group, rw.Addr())
+	var tick <-chan time.Time
+	if *stats > 0 {
+		t := time.NewTicker(*stats)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			cs, ss := rw.Cache().Stats(), rw.ServerStats()
+			fmt.Fprintf(stdout, "%s cached %d msgs %d bytes in %d sessions | requests %d answered %d refused %d | repairs %d unicast %d multicast, %d bytes\n",
+				time.Now().Format("15:04:05"), cs.Messages, cs.Bytes, cs.Sessions, ss.Requests, ss.Answered, ss.Refused.Total(),
+				ss.UnicastPackets, ss.MulticastPackets, ss.Bytes())
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/verify"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/impair"
+	"github.com/mdbus/mdbus/tools/synth"
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+const envChildPublisher = "MDBUS_E2E_CHILD_PUBLISHER" // group:port the child publishes to
+
+// TestChildPublisher is not a test: it is the publisher process that
+// TestAcceptancePublisherCrash starts and kills. It publishes seeded
+// market data until killed (at most 60 s).
+func TestChildPublisher(t *testing.T) {
+	g := os.Getenv(envChildPublisher)
+	if g == "" {
+		t.Skip("helper process for TestAcceptancePublisherCrash")
+	}
+	pub, err := publisher.New(publisher.Config{Group: netip.MustParseAddrPort(g), Session: "CRASHME",
+		RateMessages: 50_000, HeartbeatInterval: 100 * time.Millisecond})
+	require.NoError(t, err)
+	gen := synth.New(crashSeed)
+	var buf []byte
+	end := time.Now().Add(60 * time.Second)
+	for time.Now().Before(end) {
+		buf = gen.Next(buf[:0])
+		if _, err := pub.Publish(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const crashSeed = 77
+
+// Acceptance 4 (issue 3): the publisher is killed with SIGKILL mid-stream
+// while a standalone rewinder runs; subscribers (with 5% loss of their
+// own) recover every message the publisher had sent.
+func TestAcceptancePublisherCrash(t *testing.T) {
+	netlab.Require(t)
+	feed := netip.MustParseAddrPort("239.192.25.1:32060")
+	repair := netip.MustParseAddrPort("239.192.25.2:32061")
+	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
+		Feed:      feed,
+		Server:    retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), RepairGroup: repair},
+		Heartbeat: 100 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	defer rw.Close()
+	var cs []*checker
+	var subs []*subscriber.Subscriber
+	for i := range 3 {
+		c := newChecker("sub"+strconv.Itoa(i+1), -1)
+		s, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Retransmitter: rw.Addr(), RepairGroup: repair,
+			ReorderPackets: 8192,
+			Wrap:           impair.Receiver(impair.Config{Loss: 0.05, Seed: 21, Stream: uint64(i)}),
+			OnMessage:      c.onMessage})
+		require.NoError(t, err)
+		defer s.Close()
+		cs, subs = append(cs, c), append(subs, s)
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildPublisher$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envChildPublisher+"="+feed.String())
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	session, _ := wire.ParseSession("CRASHME")
+	// Let it run until the rewinder holds a good part of a stream, then kill it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, next, ok := rw.Cache().Bounds(session)
+		if ok && next > 30_000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("child publisher did not get going")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Kill()) // SIGKILL: no flush, no end of session
+	_ = cmd.Wait()
+	time.Sleep(50 * time.Millisecond) // the last datagrams in flight land
+	first, next, ok := rw.Cache().Bounds(session)
+	require.True(t, ok)
+	require.Equal(t, wire.Seq(1), first)
+	n := int(next - 1)
+
+	want := verify.NewHash()
+	gen := synth.New(crashSeed)
+	var buf []byte
+	for range n {
+		buf = gen.Next(buf[:0])
+		want.Add(buf)
+	}
+	sum := want.Sum()
+	wait := time.Now().Add(10 * time.Second)
+	for _, c := range cs {
+		for c.Delivered() < n && time.Now().Before(wait) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("publisher killed after %d messages reached the wire", n)
+	for i, c := range cs {
+		c.verify(t, session, sum, n, 1)
+		st := subs[i].Stats()
+		t.Logf("%s: delivered %d, NAKs %d, recovered %d, lost ranges %d", c.name, c.Delivered(), st.NAKs, st.Recovered, st.LostRanges)
+	}
+	ss := rw.ServerStats()
+	t.Logf("rewinder: %d requests, %d unicast + %d multicast repair packets", ss.Requests, ss.UnicastPackets, ss.MulticastPackets)
+}
