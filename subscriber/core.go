@@ -8,12 +8,16 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/wire"
 )
 
 // StreamID names a stream: the packets of one session from one source
-// address. It is comparable.
+// address and port. With a Secondary feed (A/B) the two copies of a
+// session come from different sources, so streams are keyed by session
+// alone and Source is the zero AddrPort. It is comparable.
 type StreamID struct {
 	Source  netip.AddrPort
 	Session wire.Session
@@ -47,9 +51,14 @@ type coreConfig struct {
 	reorder    int
 	maxGap     uint64
 	startSeq   wire.Seq
+	ab         bool       // A/B: streams keyed by session only
+	nak        nak.Config // for every stream's detector (Seed is derived per stream)
+	sendNAKs   bool       // a Retransmitter is configured
+	lossPolicy LossPolicy
 	onMessage  func(Message)
 	onGap      func(Gap)
 	onEnd      func(StreamID, wire.Seq)
+	onLoss     func(Loss)
 }
 
 // core is the stream state of a subscriber, independent of any socket.
@@ -62,9 +71,24 @@ type core struct {
 	mu       sync.Mutex
 	streams  map[StreamID]*stream
 	bySource map[netip.AddrPort]*stream // the latest stream of each source
+	list     []*stream                  // the streams in order of creation (stable iteration)
 	last     *stream                    // one-entry lookup cache
 	free     [][]byte                   // reorder slot buffers not in use
 	st       Stats
+	created  uint64 // streams created, for detector seeds
+
+	// The datagram being handled (set by handlePacket and the reader).
+	now        monotime.Time
+	fromRepair bool
+	feed       Feed
+
+	// Recovery (see recovery.go).
+	hist    *hdrhistogram.Histogram // every stream's recovery times, µs; nil until the first
+	retired nak.Stats               // detector counters of forgotten streams
+	nreqs   []nak.Range             // Poll scratch
+	nlost   []nak.Range             // Poll scratch
+	wake    chan struct{}           // capacity 1: a gap fell due before timerAt; nil without a timer
+	timerAt monotime.Time           // when the timer goroutine will poll next
 }
 
 // stream is the state of one (source, session).
@@ -76,22 +100,34 @@ type core struct {
 // reported in a Gap.
 type stream struct {
 	id         StreamID
+	index      uint64   // order of creation, for the detector's seed
 	next       wire.Seq // next sequence to deliver
 	horizon    wire.Seq // one past the highest sequence seen or reported missing; >= next
 	end        wire.Seq // end of session; InvalidSeq until known
 	ended      bool
 	superseded bool
+	stopped    bool // LossStop after a loss
 	lastActive monotime.Time
 	held       []heldPacket // sorted by seq; len <= cfg.reorder
 
-	delivered, bytes, dups, gaps, gapMsgs uint64
-	heldMax                               int
+	// Recovery: the gaps being recovered (nil until the first gap), the
+	// ranges given up that next has not reached yet (sorted, disjoint,
+	// each at or after next), and the recovery times in µs (nil until the
+	// first).
+	nak  *nak.LossDetector
+	lost []nak.Range
+	hist *hdrhistogram.Histogram
+
+	delivered, bytes, dups, gaps, gapMsgs              uint64
+	naks, nakMsgs, repairs, recovered, lostN, lostMsgs uint64
+	heldMax                                            int
 }
 
 // heldPacket is a copy of a packet that arrived ahead of next.
 type heldPacket struct {
 	seq, end wire.Seq
 	buf      []byte // the whole packet, re-parsed when delivered
+	feed     Feed   // where it came from
 }
 
 func newCore(cfg coreConfig) *core {
@@ -99,6 +135,7 @@ func newCore(cfg coreConfig) *core {
 		cfg:      cfg,
 		streams:  make(map[StreamID]*stream, cfg.maxStreams),
 		bySource: make(map[netip.AddrPort]*stream, cfg.maxStreams),
+		timerAt:  maxTime,
 	}
 }
 
@@ -124,8 +161,13 @@ func (c *core) handleDatagram(src netip.AddrPort, b []byte, now monotime.Time, f
 // gaps and drops the rest with a reason. The packet's bytes are only read
 // during the call (held packets are copied). A repair packet (fromRepair)
 // joins the stream of its session whatever its source, and never starts
-// one. c.mu must be held.
+// one. With A/B feeds the source is ignored: streams are keyed by session.
+// c.mu must be held.
 func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time, fromRepair bool) {
+	c.now, c.fromRepair = now, fromRepair
+	if c.cfg.ab {
+		src = netip.AddrPort{}
+	}
 	c.st.Packets++
 	h := p.Header
 	if h.IsHeartbeat() {
@@ -140,6 +182,10 @@ func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time
 		return
 	}
 	s.lastActive = now
+	if s.stopped {
+		c.drop(DropStopped)
+		return
+	}
 	switch {
 	case h.IsHeartbeat():
 		c.heartbeat(s, h.Seq)
@@ -175,13 +221,15 @@ func (c *core) lookup(id StreamID, seq wire.Seq, now monotime.Time, fromRepair b
 		c.drop(DropTooManyStreams)
 		return nil
 	}
-	if prev != nil {
+	if prev != nil && !c.cfg.ab { // A/B: the source is unknown, so nothing is superseded
 		prev.superseded = true
 		c.st.SessionChanges++
 	}
-	s := &stream{id: id, next: first, horizon: first, lastActive: now}
+	s := &stream{id: id, index: c.created, next: first, horizon: first, end: wire.InvalidSeq, lastActive: now}
+	c.created++
 	c.streams[id] = s
 	c.bySource[id.Source] = s
+	c.list = append(c.list, s)
 	c.last = s
 	return s
 }
@@ -201,18 +249,21 @@ func (c *core) repairStream(session wire.Session) *stream {
 	return best
 }
 
-// evict forgets the least recently active ended or superseded stream to
-// make room for a new one. Live streams are never evicted.
+// evict forgets the least recently active ended, stopped or superseded
+// stream to make room for a new one. Live streams are never evicted; what
+// a superseded stream was still recovering is abandoned unreported.
 func (c *core) evict() bool {
 	var victim *stream
-	for _, s := range c.streams {
-		if (s.ended || s.superseded) && (victim == nil || s.lastActive < victim.lastActive) {
+	for _, s := range c.list {
+		if (s.ended || s.stopped || s.superseded) && (victim == nil || s.lastActive < victim.lastActive) {
 			victim = s
 		}
 	}
 	if victim == nil {
 		return false
 	}
+	c.retire(victim)
+	c.list = slices.DeleteFunc(c.list, func(s *stream) bool { return s == victim })
 	c.release(victim, 0)
 	delete(c.streams, victim.id)
 	if c.bySource[victim.id.Source] == victim {
@@ -251,8 +302,9 @@ func (c *core) data(s *stream, p wire.Packet) {
 		c.drop(DropSeqJump)
 		return
 	case seq <= s.next:
-		c.deliver(s, p)
-		c.drain(s)
+		c.received(s, s.next, end)
+		c.deliver(s, p, c.feed)
+		c.advance(s)
 		c.finish(s)
 		return
 	}
@@ -267,6 +319,8 @@ func (c *core) data(s *stream, p wire.Packet) {
 	case holdFull:
 		c.drop(DropReorderFull)
 		gapEnd = end // its messages are missing too
+	default:
+		c.received(s, seq, end)
 	}
 	c.reportGap(s, gapEnd)
 	s.horizon = max(s.horizon, end)
@@ -274,7 +328,8 @@ func (c *core) data(s *stream, p wire.Packet) {
 
 // deliver hands the messages of p from s.next on to the application and
 // advances s.next past p. p must start at or before s.next and end after.
-func (c *core) deliver(s *stream, p wire.Packet) {
+// feed is where p came from.
+func (c *core) deliver(s *stream, p wire.Packet, feed Feed) {
 	it := p.Messages()
 	if skip := uint64(s.next - p.Seq); skip > 0 {
 		it.Skip(int(skip))
@@ -300,6 +355,7 @@ func (c *core) deliver(s *stream, p wire.Packet) {
 	s.bytes += nb
 	c.st.Messages += n
 	c.st.Bytes += nb
+	c.st.FeedMessages[feed] += n
 }
 
 // drain delivers held packets that became in order.
@@ -312,7 +368,7 @@ func (c *core) drain(s *stream) {
 			s.dups += n
 			c.st.Duplicates += n
 		} else if p, err := wire.ParsePacket(h.buf); err == nil { // always: it was valid when copied
-			c.deliver(s, p)
+			c.deliver(s, p, h.feed)
 		}
 		c.free = append(c.free, h.buf[:0])
 		h.buf = nil
@@ -356,7 +412,7 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 	}
 	buf = wire.AppendHeader(buf, p.Header)
 	buf = append(buf, p.Body()...)
-	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf})
+	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed})
 	s.heldMax = max(s.heldMax, len(s.held))
 	c.st.HeldMax = max(c.st.HeldMax, len(s.held))
 	c.st.Held++
@@ -379,6 +435,7 @@ func (c *core) reportGap(s *stream, to wire.Seq) {
 	if c.cfg.onGap != nil {
 		c.cfg.onGap(g)
 	}
+	c.gapFound(s, g.From, g.To)
 }
 
 // heartbeat handles a heartbeat announcing next as the next sequence: a
@@ -429,12 +486,13 @@ func (c *core) endOfSession(s *stream, end wire.Seq) {
 
 // finish ends s once everything before its end of session is delivered.
 func (c *core) finish(s *stream) {
-	if s.ended || s.end == wire.InvalidSeq || s.next < s.end {
+	if s.ended || s.stopped || s.end == wire.InvalidSeq || s.next < s.end {
 		return
 	}
 	s.ended = true
 	c.release(s, 0)
 	s.held = nil
+	c.abandon(s)
 	c.st.StreamsEnded++
 	if c.cfg.onEnd != nil {
 		c.cfg.onEnd(s.id, s.next)
@@ -445,6 +503,13 @@ func (c *core) finish(s *stream) {
 func (c *core) stats() Stats {
 	st := c.st
 	st.Streams = len(c.streams)
+	st.Suppressed = c.retired.Suppressed
+	for _, s := range c.list {
+		if s.nak != nil {
+			st.Suppressed += s.nak.Stats().Suppressed
+		}
+	}
+	st.RecoveryP50, st.RecoveryP99, st.RecoveryMax = percentiles(c.hist)
 	return st
 }
 
@@ -452,14 +517,22 @@ func (c *core) stats() Stats {
 // c.mu must be held.
 func (c *core) streamStats() []StreamStats {
 	out := make([]StreamStats, 0, len(c.streams))
-	for _, s := range c.streams {
-		out = append(out, StreamStats{
+	for _, s := range c.list {
+		ss := StreamStats{
 			ID: s.id, Next: s.next, Horizon: s.horizon, End: s.end,
 			Delivered: s.delivered, Bytes: s.bytes, Duplicates: s.dups,
 			Gaps: s.gaps, GapMessages: s.gapMsgs,
 			Held: len(s.held), HeldMax: s.heldMax,
-			Ended: s.ended, Superseded: s.superseded,
-		})
+			Ended: s.ended, Superseded: s.superseded, Stopped: s.stopped,
+			NAKs: s.naks, NAKMessages: s.nakMsgs, Repairs: s.repairs, Recovered: s.recovered,
+			LostRanges: s.lostN, LostMessages: s.lostMsgs,
+		}
+		if s.nak != nil {
+			ss.Missing = s.nak.Pending()
+			ss.Detector = s.nak.Stats()
+		}
+		ss.RecoveryP50, ss.RecoveryP99, ss.RecoveryMax = percentiles(s.hist)
+		out = append(out, ss)
 	}
 	slices.SortFunc(out, func(a, b StreamStats) int {
 		if c := a.ID.Source.Compare(b.ID.Source); c != 0 {

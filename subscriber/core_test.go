@@ -330,7 +330,6 @@ func TestEvictSuperseded(t *testing.T) {
 
 func TestRepair(t *testing.T) {
 	h := newHarness(t, Config{})
-	repairer := netip.MustParseAddrPort("127.0.0.9:5000")
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 4, 1))
 	h.r.repair = true // as a unicast repair reader would

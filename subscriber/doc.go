@@ -1,14 +1,20 @@
 // Package subscriber receives a MoldUDP64 multicast group (see package
 // wire) and delivers each stream's messages to the application in
-// sequence order, once per sequence, reporting what is missing.
+// sequence order, once per sequence. What is missing it asks a
+// retransmitter for again (NAKs, timed by package nak); what cannot be
+// recovered in time it reports as lost, with its exact range, and
+// continues. It can also arbitrate two feeds carrying the same sessions
+// (A/B), delivering whichever copy of each message comes first.
 //
 // # Usage
 //
 //	s, err := subscriber.New(subscriber.Config{
-//		Group:     netip.MustParseAddrPort("239.1.1.1:30001"),
-//		Interface: "eth1",
-//		OnMessage: func(m subscriber.Message) { handle(m.Stream, m.Seq, m.Data) }, // copy m.Data to keep it
-//		OnGap:     func(g subscriber.Gap) { log.Printf("missing %d..%d", g.From, g.To-1) },
+//		Group:         netip.MustParseAddrPort("239.1.1.1:30001"),
+//		Interface:     "eth1",
+//		Retransmitter: netip.MustParseAddrPort("10.0.0.5:30100"), // retransmit.Server or rewinder
+//		RepairGroup:   netip.MustParseAddrPort("239.1.1.2:30002"), // optional
+//		OnMessage:     func(m subscriber.Message) { handle(m.Stream, m.Seq, m.Data) }, // copy m.Data to keep it
+//		OnLoss:        func(l subscriber.Loss) { log.Printf("lost %d..%d", l.From, l.To-1) },
 //	})
 //	if err != nil { ... }
 //	defer s.Close()
@@ -38,17 +44,46 @@
 // datagrams it dropped for want of buffer space (SO_RXQ_OVFL) is
 // Stats.KernelDrops.
 //
+// Every socket is read by its own goroutine, in batches, into buffers of
+// its own (see Concurrency). Besides the feed group's socket a subscriber
+// may have three more:
+//
+//	socket          bound to                     SO_REUSEPORT  carries                   Wrap hook
+//	primary feed    wildcard, Group's port       yes           Group                     Wrap
+//	secondary feed  wildcard, Secondary's port   yes           Secondary (A/B)           WrapSecondary
+//	repair group    wildcard, RepairGroup's port yes           multicast repairs         WrapRepair
+//	repair          wildcard, port 0 (own port)  no            NAKs out, unicast repairs WrapRepair
+//
+// The repair socket exists because of how Linux treats SO_REUSEPORT:
+// several subscribers on one host share the feed's port, and the kernel
+// spreads unicast datagrams to that port across the sockets of the
+// reuseport group (multicast is copied to each). A repair answered to the
+// feed socket's address (MoldUDP64 retransmitters answer to the request's
+// source address and port) would reach a random sibling. So each
+// subscriber with a Retransmitter opens its own unicast socket, of the
+// retransmitter's address family, on a port of its own, without
+// SO_REUSEPORT; re-requests leave from it and their answers come back to
+// it and to nobody else. Packets read from the repair socket or the repair
+// group are repairs: their source is the retransmitter, not the
+// publisher, so they are matched to the stream of their session (the most
+// recently active one with that session) and never start a stream
+// (DropUnknownRepair).
+//
+// Each Wrap hook, when set, wraps only its own sockets, so tests can
+// impair the feeds and the repair path independently.
+//
 // # Streams
 //
 // A stream is the packets of one session from one source address and
 // port (StreamID), so several publishers on one group, and successive
 // sessions of one publisher, are sequenced independently. A new session
 // from a source that had another starts a new stream and is counted
-// (Stats.SessionChanges); the old stream is marked superseded. At most
+// (Stats.SessionChanges); the old stream is marked superseded. (With A/B
+// feeds a stream is a session alone; see A/B arbitration.) At most
 // Config.MaxStreams streams are tracked: to start another, the least
-// recently active ended or superseded stream is forgotten; when there is
-// none the packet is dropped (DropTooManyStreams). Live streams are never
-// forgotten.
+// recently active ended, stopped or superseded stream is forgotten; when
+// there is none the packet is dropped (DropTooManyStreams). Live streams
+// are never forgotten.
 //
 // Each stream keeps the next sequence to deliver and a horizon, one past
 // the highest sequence seen or reported missing:
@@ -81,23 +116,121 @@
 //
 // Each sequence is reported in at most one Gap, and never after it was
 // delivered; a gap is reported once and not repeated. Filling it is the
-// job of the repair layer (package nak, with a retransmitter): repairs
-// are ordinary packets, handled as above.
+// job of the recovery layer below: repairs are ordinary packets, handled
+// as above (they fill the reorder buffer like any packet ahead of next).
 //
 // Config.StartSeq 0 joins live: the first packet of a stream sets where
 // delivery starts, and anything earlier is a duplicate. A positive
 // StartSeq is the first sequence expected of every stream: later first
 // packets leave a gap from it, earlier sequences are stale.
 //
+// # Recovery
+//
+// Every gap a stream reports goes to the stream's nak.LossDetector (made
+// on its first gap), which decides when to ask and when to give up:
+//
+//	gap found --U[0,Delay)--> NAK --Retry--> NAK --2*Retry--> NAK ... --Deadline--> lost: OnLoss, then skip (or stop)
+//	    |      filled at any point (feed, other feed, repair): NAKs cancelled, recovery time recorded
+//	    +----- filled before the first NAK: it is never sent (suppression)
+//
+// The timing is nak's (see its package documentation for the reasoning
+// behind the LAN defaults): a random delay in [0, NAK.Delay = 2 ms) before
+// the first NAK, retries after NAK.Retry = 10 ms doubling to NAK.MaxRetry =
+// 100 ms, lost NAK.Deadline = 1 s after the gap was found, requests of at
+// most NAK.MaxRequest = 1024 messages, at most NAK.MaxPending = 65536
+// messages tracked per stream. With a non-zero NAK.Seed every stream's
+// delays are drawn from a seed derived from it and the stream's creation
+// index, so a test replays; leave it zero in production, or receivers that
+// share a seed draw the same delays and defeat suppression.
+//
+// A timer goroutine sleeps until the earliest time any detector has work
+// (a new gap due sooner wakes it through a one-slot channel), then, under
+// the subscriber's mutex, polls every stream with gaps. The re-requests
+// due (wire.Request, one per range) are sent after the mutex is released,
+// from preallocated buffers, on the repair socket to Config.Retransmitter;
+// the answers arrive on the repair socket (or, when the retransmitter
+// multicasts them, on the repair group) and fill the stream. Whatever
+// arrives for a tracked gap, by any socket, cancels its NAKs and records
+// the gap's age in the stream's recovery histogram (HdrHistogram, µs,
+// 1 µs to 60 s) and in the subscriber's total, which Stats summarises and
+// RecoveryHistogram copies (for .hgrm output). RepairAddr tells where the
+// repair socket is bound.
+//
+// Tail loss, the last packets before a pause, leaves no later packet to
+// reveal it: the publisher's heartbeats carry the next sequence, so a
+// heartbeat beyond the horizon reports the gap and it is recovered like
+// any other.
+//
+// Suppression: when many receivers miss the same packet, the one whose
+// random delay expires first asks; a retransmitter that answers on the
+// repair group (retransmit.ServerConfig.RepairGroup) serves every
+// receiver at once, and each one's pending NAK for the range is
+// cancelled when the repair fills its gap before its own delay expires
+// (Stats.Suppressed). This keeps one retransmitter alive behind hundreds
+// of receivers.
+//
+// A range still missing at its deadline is given up. When next reaches it
+// (everything before it delivered), OnLoss is called with exactly the
+// sequences that will never be delivered, in order with the deliveries:
+// after the message before it, before the message after it. Parts of a
+// given-up range that still arrive before next reaches it are delivered
+// and left out of the Loss. Then, with LossContinue (the default),
+// delivery continues after the range; with LossStop the stream stops:
+// nothing more of it is delivered, its held packets are discarded, its
+// later packets are dropped (DropStopped) and OnEnd is not called.
+//
+// Without a Retransmitter nothing is asked for, but gaps still go to a
+// detector, so a gap that nothing fills is declared lost NAK.Deadline
+// after it was found and delivery continues. This is how an A/B
+// subscriber without a retransmitter reports true losses, and how a
+// subscriber that cannot recover avoids stalling forever.
+//
+// # A/B arbitration
+//
+// With Config.Secondary the subscriber also joins a second group carrying
+// the same sessions (exchanges publish a primary and a secondary feed
+// from different sources over different paths). Both sockets feed the
+// same streams, keyed by session alone (StreamID.Source is the zero
+// AddrPort, and a new session never supersedes another). Whichever copy
+// of a sequence arrives first is delivered; the other is a duplicate and
+// dropped (Stats.FeedMessages says which feed won how often). A packet
+// missing from one feed is filled by the other: it is reported as a gap
+// when the leading feed skips it, and the NAK delay is the arbitration
+// window: if the lagging feed brings it before the first NAK falls due,
+// no NAK is sent (Stats.Suppressed). So a sequence is requested, and in
+// the end declared lost, only when both feeds missed it. Set NAK.Delay
+// (or NAK.Generator) to cover the usual skew between the feeds.
+//
 // # The bounded-gap rule
 //
-// No count or sequence read off the wire sizes anything. A packet,
-// heartbeat or end of session more than Config.MaxGap messages ahead of
-// the next expected sequence is dropped (DropSeqJump): a sequence that
-// jumps by 2^40 is neither a gap of 2^40 messages nor a reason to wait for
-// them. Held packets are bounded by Config.ReorderPackets per stream and
+// No count or sequence read off the wire sizes anything. Two bounds apply,
+// in this order:
+//
+//  1. A packet, heartbeat or end of session more than Config.MaxGap
+//     messages (default 2^20) ahead of the next expected sequence is
+//     dropped (DropSeqJump): a sequence that jumps by 2^40 is neither a
+//     gap of 2^40 messages nor a reason to wait for them, and it reports
+//     nothing and requests nothing.
+//  2. A gap within MaxGap whose new messages would take the messages
+//     tracked missing for the stream above NAK.MaxPending (default 65536)
+//     is declared lost at once and never requested (nak's rule); when next
+//     reaches it, it is reported through OnLoss like any loss, minus
+//     whatever arrived meanwhile. Larger outages are for a journal replay,
+//     not for a retransmit cache.
+//
+// So the requests outstanding for a stream never total more than
+// NAK.MaxPending messages, in requests of at most NAK.MaxRequest, and one
+// poll sends at most that much however far a header claims to be ahead.
+// A forged or corrupt header within MaxGap can make a stream skip up to
+// MaxGap messages; lower MaxGap to bound that, and use source-specific
+// joins (Source, SecondarySource) where the network allows.
+//
+// Held packets are bounded by Config.ReorderPackets per stream and
 // copied into slot buffers that are reused, so memory is bounded by
-// MaxStreams * ReorderPackets * the largest datagram (DatagramSize).
+// MaxStreams * ReorderPackets * the largest datagram (DatagramSize). Each
+// stream's detector holds at most one 48-byte entry per missing range
+// (at most NAK.MaxPending), and each stream that recovered something a
+// 136 KiB histogram.
 //
 // # Drop reasons
 //
@@ -124,18 +257,22 @@
 //	DropAfterEnd           reaches past the end of session
 //	DropBadEndOfSession    end of session below what was delivered, or changed
 //	DropUnknownRepair      a repair for a session no stream has
+//	DropStopped            the stream was stopped by a loss (LossStop)
 //
 // # Concurrency
 //
 // A Subscriber's methods are safe for concurrent use. It owns one receive
-// goroutine, started by New and stopped by Close, which waits for it.
-// The stream state is guarded by one mutex, taken once per batch of
-// datagrams; the callbacks (OnMessage, OnGap, OnEnd) run on the receive
-// goroutine with that mutex held, one at a time, never concurrently.
-// They must therefore not call the Subscriber's methods (Stats, Streams
-// and Close would deadlock), and should return quickly: while a callback
-// runs nothing is read, and datagrams that overflow the socket's receive
-// buffer meanwhile are lost and counted in Stats.KernelDrops.
+// goroutine per socket (one to four) and the NAK timer goroutine, all
+// started by New and stopped by Close, which waits for them. The stream
+// state is guarded by one mutex, taken once per batch of datagrams and
+// once per timer wake-up; the callbacks (OnMessage, OnGap, OnLoss, OnEnd)
+// run on whichever of those goroutines holds the mutex (a loss reported
+// by the timer releases the held packets after it, on the timer
+// goroutine), one at a time, never concurrently. They must therefore not
+// call the Subscriber's methods (Stats, Streams, RecoveryHistogram and
+// Close would deadlock), and should return quickly: while a callback runs
+// nothing is read, and datagrams that overflow a socket's receive buffer
+// meanwhile are lost and counted in Stats.KernelDrops.
 //
 // # Buffer lifetime
 //
@@ -143,11 +280,18 @@
 // that is reused as soon as the callback returns: copy what you keep.
 // Nothing on the delivery path allocates per message or per packet; a
 // packet that must be held allocates only until the reorder slots have
-// grown to the largest packet held.
+// grown to the largest packet held. Recovery allocates a stream's
+// detector on its first gap and its histogram on its first recovery;
+// after that, finding gaps, filling them, polling and sending re-requests
+// allocate nothing but the growth of slices to the most ranges in flight.
 //
 // BUG(mdbus): a stream that falls more than MaxGap messages behind its
 // publisher (for instance after a long outage) drops every later packet as
-// a sequence jump; the repair and late-join layer is to resynchronise it.
+// a sequence jump; a late-join layer is to resynchronise it.
+//
+// BUG(mdbus): with A/B feeds, OnGap and Stats.Gaps count what either feed
+// skipped first, including what the other feed then delivered
+// (Stats.Recovered); only a NAK or a Loss means both feeds missed it.
 //
 // BUG(mdbus): batched receive is Linux-only (see internal/sock).
 package subscriber

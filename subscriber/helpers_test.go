@@ -20,6 +20,7 @@ var (
 	testGroup = netip.MustParseAddrPort("239.7.7.7:31000")
 	srcA      = netip.MustParseAddrPort("127.0.0.1:40001")
 	srcB      = netip.MustParseAddrPort("127.0.0.2:40002")
+	repairer  = netip.MustParseAddrPort("127.0.0.9:5000")
 	sessA     = mustSession("SESSA")
 	sessB     = mustSession("SESSB")
 )
@@ -82,8 +83,10 @@ type harness struct {
 	gaps         []Gap
 	last         map[StreamID]wire.Seq // last delivered per stream
 	ends         []ended
-	check        bool // verify order and gaps
-	checkPayload bool // verify payloads are payload(seq)
+	losses       []Loss
+	reqs         []wire.Request // every request poll produced
+	check        bool           // verify order, gaps and losses
+	checkPayload bool           // verify payloads are payload(seq)
 	now          monotime.Time
 }
 
@@ -101,6 +104,16 @@ func newHarness(t testing.TB, cfg Config) *harness {
 		h.gaps = append(h.gaps, g)
 	}
 	cfg.OnEnd = func(id StreamID, next wire.Seq) { h.ends = append(h.ends, ended{id, next}) }
+	cfg.OnLoss = func(l Loss) {
+		if last, ok := h.last[l.Stream]; ok && h.check && last+1 != l.From {
+			h.t.Fatalf("loss %v does not follow delivered sequence %d", l, last)
+		}
+		if h.check && l.From >= l.To {
+			h.t.Fatalf("empty loss %v", l)
+		}
+		h.last[l.Stream] = l.To - 1
+		h.losses = append(h.losses, l)
+	}
 	cfg, err := cfg.withDefaults()
 	require.NoError(t, err)
 	h.c = newCore(cfg.core())
@@ -130,6 +143,57 @@ func (h *harness) feedMsg(m sock.Message) {
 	h.c.mu.Lock()
 	h.r.handleLocked(1, h.now)
 	h.c.mu.Unlock()
+}
+
+// feedRepair handles one datagram as the unicast repair socket's reader
+// would: from the retransmitter, to no group, marked as a repair.
+func (h *harness) feedRepair(b []byte) {
+	r := h.r
+	saved := *r
+	r.repair, r.group, r.source, r.feed = true, netip.Addr{}, netip.Addr{}, FeedRepair
+	h.feedMsg(sock.Message{Buf: b, Addr: repairer, Dst: netip.MustParseAddr("127.0.0.1")})
+	r.repair, r.group, r.source, r.feed = saved.repair, saved.group, saved.source, saved.feed
+}
+
+// poll runs the timer's work at h.now and returns the requests it made.
+func (h *harness) poll() []wire.Request {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	reqs, _, _ := h.c.poll(h.now, nil)
+	h.reqs = append(h.reqs, reqs...)
+	return reqs
+}
+
+// due is when the timer would wake next (false: never).
+func (h *harness) due() (monotime.Time, bool) {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	t := maxTime
+	for _, s := range h.c.list {
+		if s.nak != nil {
+			if at, ok := s.nak.Next(); ok {
+				t = min(t, at)
+			}
+		}
+	}
+	return t, t != maxTime
+}
+
+// runUntil plays the timer goroutine up to t: it jumps to each time work
+// falls due and polls, then leaves the clock at t. It returns the requests
+// made.
+func (h *harness) runUntil(t monotime.Time) []wire.Request {
+	var out []wire.Request
+	for range 100000 {
+		at, ok := h.due()
+		if !ok || at > t {
+			break
+		}
+		h.now = max(h.now, at)
+		out = append(out, h.poll()...)
+	}
+	h.now = max(h.now, t)
+	return out
 }
 
 func (h *harness) stats() Stats {

@@ -9,8 +9,10 @@ import (
 
 // reader moves datagrams from one socket into the core: one ReadBatch,
 // then one lock of the core for the whole batch. A subscriber has one per
-// socket (today the group socket; a repair socket or a second feed add
-// more). A reader is used by one goroutine.
+// socket (the primary feed, and the secondary feed, the repair group and
+// the unicast repair socket when configured), each run by its own
+// goroutine; they share the core under its mutex. A reader is used by one
+// goroutine.
 type reader struct {
 	conn  sock.PacketConn
 	batch *sock.Batch
@@ -22,6 +24,10 @@ type reader struct {
 	source netip.Addr
 	// repair marks the datagrams as repairs (see core.handlePacket).
 	repair bool
+	// feed is the socket's role, for the per-feed counters.
+	feed Feed
+	// done is closed when the goroutine reading this socket stops.
+	done chan struct{}
 	// ovfl is the kernel's drop counter as last reported on this socket.
 	ovfl uint32
 }
@@ -44,9 +50,11 @@ func (r *reader) readOnce() error {
 // handleLocked handles r.batch.Msgs[:n]. r.c.mu must be held.
 func (r *reader) handleLocked(n int, now monotime.Time) {
 	c := r.c
+	c.feed = r.feed
 	for i := range r.batch.Msgs[:n] {
 		m := &r.batch.Msgs[i]
 		c.st.Datagrams++
+		c.st.FeedDatagrams[r.feed]++
 		src := sock.Unmap(m.Addr)
 		switch {
 		case m.Truncated:

@@ -2,7 +2,10 @@ package subscriber
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
+	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -68,6 +71,8 @@ const (
 	DropBadEndOfSession
 	// DropUnknownRepair: a repair packet for a session no stream has.
 	DropUnknownRepair
+	// DropStopped: a packet of a stream stopped by LossStop.
+	DropStopped
 	// NumDropReasons is the number of drop reasons (the length of
 	// Stats.Drops).
 	NumDropReasons
@@ -93,6 +98,7 @@ var dropNames = [NumDropReasons]string{
 	DropAfterEnd:          "after-end",
 	DropBadEndOfSession:   "bad-end-of-session",
 	DropUnknownRepair:     "unknown-repair",
+	DropStopped:           "stopped",
 }
 
 // String returns a short, stable, lower-case name for r, for logs and
@@ -127,19 +133,51 @@ func dropReasonOf(err error) DropReason {
 	return DropMalformed
 }
 
+// Feed names the socket a datagram arrived on.
+type Feed uint8
+
+// Feeds. The values index Stats.FeedDatagrams and Stats.FeedMessages.
+const (
+	// FeedPrimary is the feed group (Config.Group).
+	FeedPrimary Feed = iota
+	// FeedSecondary is the A/B partner feed (Config.Secondary).
+	FeedSecondary
+	// FeedRepair is the unicast repair socket (answers from
+	// Config.Retransmitter).
+	FeedRepair
+	// FeedRepairGroup is the multicast repair group (Config.RepairGroup).
+	FeedRepairGroup
+	// NumFeeds is the number of feeds.
+	NumFeeds
+)
+
+var feedNames = [NumFeeds]string{"primary", "secondary", "repair", "repair-group"}
+
+// String returns "primary", "secondary", "repair" or "repair-group".
+func (f Feed) String() string {
+	if f < NumFeeds {
+		return feedNames[f]
+	}
+	return fmt.Sprintf("Feed(%d)", uint8(f))
+}
+
 // Stats are a subscriber's counters since New. Message counts are in
 // messages (sequence numbers), packet counts in datagrams.
 type Stats struct {
-	// Datagrams is every datagram read from the socket, before any check.
-	Datagrams uint64
+	// Datagrams is every datagram read from the sockets, before any check;
+	// FeedDatagrams splits it by socket (index with a Feed).
+	Datagrams     uint64
+	FeedDatagrams [NumFeeds]uint64
 	// Packets is the datagrams that decoded as MoldUDP64 (data,
 	// heartbeats and ends of session), whatever became of them next.
 	Packets uint64
 	// Heartbeats is the heartbeats among Packets.
 	Heartbeats uint64
 	// Messages and Bytes are what was delivered to OnMessage (Bytes counts
-	// message payload, not headers).
+	// message payload, not headers). FeedMessages splits Messages by the
+	// socket whose copy was delivered (with A/B feeds, which feed won).
 	Messages, Bytes uint64
+	FeedMessages    [NumFeeds]uint64
 	// Duplicates is messages received again after delivery or while held,
 	// or older than Config.StartSeq; each was dropped.
 	Duplicates uint64
@@ -153,11 +191,33 @@ type Stats struct {
 	// Config.ReorderPackets).
 	Held, HeldMax int
 	// Streams is the streams known now; StreamsEnded counts ends of
-	// session reached; StreamsEvicted counts ended or superseded streams
-	// forgotten to make room; SessionChanges counts new sessions from a
-	// source that had another.
-	Streams                                      int
-	StreamsEnded, StreamsEvicted, SessionChanges uint64
+	// session reached; StreamsStopped counts streams stopped by LossStop;
+	// StreamsEvicted counts ended, stopped or superseded streams forgotten
+	// to make room; SessionChanges counts new sessions from a source that
+	// had another.
+	Streams                                                      int
+	StreamsEnded, StreamsStopped, StreamsEvicted, SessionChanges uint64
+
+	// NAKs is the re-requests sent to the Retransmitter, NAKMessages the
+	// messages they asked for (retries included). NAKErrors counts
+	// re-requests the repair socket failed to send.
+	NAKs, NAKMessages, NAKErrors uint64
+	// Suppressed is the missing messages that arrived before their first
+	// NAK was due, so it was never sent (a repair heard on the repair
+	// group, the other A/B feed, or plain reordering).
+	Suppressed uint64
+	// Repairs is the packets from the repair socket or repair group that
+	// filled at least one missing message; Recovered is the messages
+	// filled after being reported missing, from any socket.
+	Repairs, Recovered uint64
+	// LostRanges and LostMessages count what OnLoss reported.
+	LostRanges, LostMessages uint64
+	// RecoveryP50, RecoveryP99 and RecoveryMax summarise the time from
+	// finding a gap to filling it, over every stream (see
+	// Subscriber.RecoveryHistogram), to the microsecond. RecoveryClamped
+	// counts recoveries longer than the histogram's 60 s, recorded as 60 s.
+	RecoveryP50, RecoveryP99, RecoveryMax time.Duration
+	RecoveryClamped                       uint64
 	// Dropped is the datagrams dropped, all reasons; Drops splits it by
 	// reason (index with a DropReason).
 	Dropped uint64
@@ -202,4 +262,24 @@ type StreamStats struct {
 	// Superseded reports that the stream's source has since started
 	// another session.
 	Superseded bool
+	// Stopped reports that a loss stopped the stream (LossStop).
+	Stopped bool
+
+	// Missing is the messages being recovered now (reported missing, not
+	// yet filled nor given up).
+	Missing uint64
+	// NAKs and NAKMessages count the re-requests sent for the stream and
+	// the messages they asked for.
+	NAKs, NAKMessages uint64
+	// Repairs is the repair packets that filled something; Recovered is
+	// the messages filled after being reported missing.
+	Repairs, Recovered uint64
+	// LostRanges and LostMessages count what OnLoss reported.
+	LostRanges, LostMessages uint64
+	// RecoveryP50, RecoveryP99 and RecoveryMax summarise the stream's
+	// recovery times, to the microsecond.
+	RecoveryP50, RecoveryP99, RecoveryMax time.Duration
+	// Detector is the stream's loss detector counters (zero before its
+	// first gap); Detector.Suppressed is the NAKs a fill made unnecessary.
+	Detector nak.Stats
 }

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -81,24 +83,140 @@ type Config struct {
 	// everything before it delivered; the argument is the sequence after
 	// the session's last message.
 	OnEnd func(StreamID, wire.Seq)
-	// Wrap, when set, wraps the socket (tests insert the impairment layer
-	// here).
+	// OnLoss receives each range declared lost, [From, To) exactly: the
+	// sequences of the stream that will never be delivered. It is called
+	// in order with deliveries: after the message before From and before
+	// the message at To. See "Recovery" in the package documentation.
+	OnLoss func(Loss)
+
+	// Retransmitter, when valid, is the unicast address re-requests (NAKs)
+	// go to: a retransmit.Server or a rewinder. They leave from the
+	// subscriber's own unicast repair socket, where the answers arrive.
+	// Invalid: no NAKs are sent; gaps are still reported, and declared lost
+	// NAK.Deadline after they were found.
+	Retransmitter netip.AddrPort
+	// RepairGroup, when valid, is a multicast group also joined on
+	// Interface; every packet from it is a repair.
+	RepairGroup netip.AddrPort
+	// Secondary, when valid, is a second feed group (A/B) carrying the same
+	// sessions as Group, joined on Interface. Streams are then keyed by
+	// session only (StreamID.Source is the zero AddrPort), and each
+	// sequence is delivered from whichever feed brings it first.
+	Secondary netip.AddrPort
+	// SecondarySource, when valid, makes the join of Secondary
+	// source-specific, as Source does for Group.
+	SecondarySource netip.Addr
+	// NAK tunes when missing messages are asked for again and when they
+	// are given up (package nak). The zero value takes nak's LAN defaults:
+	// a random delay in [0, 2 ms) before the first NAK, retries after
+	// 10 ms doubling to 100 ms, lost after 1 s, at most 1024 messages per
+	// request and 65536 tracked per stream. A zero Seed draws a random one;
+	// a non-zero Seed makes the delays replayable (each stream derives its
+	// own seed from it).
+	NAK nak.Config
+	// LossPolicy says what follows a loss: LossContinue (default) skips
+	// the lost range and continues, LossStop stops delivering the stream.
+	LossPolicy LossPolicy
+
+	// Wrap, when set, wraps the primary feed socket (tests insert the
+	// impairment layer here). The other sockets have their own hooks, so
+	// each can be impaired independently.
 	Wrap func(sock.PacketConn) sock.PacketConn
+	// WrapSecondary, when set, wraps the Secondary feed socket.
+	WrapSecondary func(sock.PacketConn) sock.PacketConn
+	// WrapRepair, when set, wraps the unicast repair socket (it carries
+	// the re-requests out and the unicast repairs in) and the RepairGroup
+	// socket.
+	WrapRepair func(sock.PacketConn) sock.PacketConn
 	// Logger receives warnings and errors; default slog.Default().
 	Logger *slog.Logger
 }
 
+// LossPolicy says what a subscriber does when a range of a stream is
+// declared lost.
+type LossPolicy uint8
+
+// Loss policies.
+const (
+	// LossContinue reports the loss (OnLoss) and continues delivering
+	// the stream after the lost range.
+	LossContinue LossPolicy = iota
+	// LossStop reports the loss and stops the stream: nothing more of it
+	// is delivered, later packets are dropped (DropStopped) and OnEnd is
+	// not called.
+	LossStop
+)
+
+// String returns "continue" or "stop".
+func (p LossPolicy) String() string {
+	switch p {
+	case LossContinue:
+		return "continue"
+	case LossStop:
+		return "stop"
+	}
+	return fmt.Sprintf("LossPolicy(%d)", uint8(p))
+}
+
 // withDefaults validates c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
-	c.Group = netip.AddrPortFrom(c.Group.Addr().Unmap(), c.Group.Port())
-	if !c.Group.Addr().IsMulticast() || c.Group.Port() == 0 {
-		return c, fmt.Errorf("%w: group %s: want a multicast address and a port", ErrConfig, c.Group)
-	}
-	if c.Source.IsValid() {
-		c.Source = c.Source.Unmap()
-		if c.Source.Is4() != c.Group.Addr().Is4() {
-			return c, fmt.Errorf("%w: source %s and group %s are of different IP versions", ErrConfig, c.Source, c.Group.Addr())
+	unmap := func(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
+	group := func(name string, g netip.AddrPort) error {
+		if !g.Addr().IsMulticast() || g.Port() == 0 {
+			return fmt.Errorf("%w: %s %s: want a multicast address and a port", ErrConfig, name, g)
 		}
+		return nil
+	}
+	source := func(name string, src netip.Addr, g netip.AddrPort) (netip.Addr, error) {
+		if !src.IsValid() {
+			return src, nil
+		}
+		src = src.Unmap()
+		if src.Is4() != g.Addr().Is4() {
+			return src, fmt.Errorf("%w: %s %s and group %s are of different IP versions", ErrConfig, name, src, g.Addr())
+		}
+		return src, nil
+	}
+	var err error
+	c.Group = unmap(c.Group)
+	if err := group("group", c.Group); err != nil {
+		return c, err
+	}
+	if c.Source, err = source("source", c.Source, c.Group); err != nil {
+		return c, err
+	}
+	if c.Secondary.IsValid() {
+		c.Secondary = unmap(c.Secondary)
+		if err := group("secondary", c.Secondary); err != nil {
+			return c, err
+		}
+		if c.Secondary == c.Group {
+			return c, fmt.Errorf("%w: secondary %s is the primary group", ErrConfig, c.Secondary)
+		}
+	}
+	if c.SecondarySource.IsValid() && !c.Secondary.IsValid() {
+		return c, fmt.Errorf("%w: secondary source %s without a secondary group", ErrConfig, c.SecondarySource)
+	}
+	if c.SecondarySource, err = source("secondary source", c.SecondarySource, c.Secondary); err != nil {
+		return c, err
+	}
+	if c.RepairGroup.IsValid() {
+		c.RepairGroup = unmap(c.RepairGroup)
+		if err := group("repair group", c.RepairGroup); err != nil {
+			return c, err
+		}
+		if c.RepairGroup == c.Group || c.RepairGroup == c.Secondary {
+			return c, fmt.Errorf("%w: repair group %s is also a feed group", ErrConfig, c.RepairGroup)
+		}
+	}
+	if c.Retransmitter.IsValid() {
+		c.Retransmitter = unmap(c.Retransmitter)
+		if a := c.Retransmitter.Addr(); a.IsMulticast() || a.IsUnspecified() || c.Retransmitter.Port() == 0 {
+			return c, fmt.Errorf("%w: retransmitter %s: want a unicast address and a port", ErrConfig, c.Retransmitter)
+		}
+	}
+	if c.LossPolicy > LossStop {
+		return c, fmt.Errorf("%w: loss policy %v", ErrConfig, c.LossPolicy)
 	}
 	if c.Interface == "" {
 		c.Interface = DefaultInterface
@@ -132,49 +250,94 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 func (c Config) core() coreConfig {
+	nc := c.NAK
+	if !c.Retransmitter.IsValid() {
+		// Nobody to ask: the first "NAK" of every gap falls due at its
+		// deadline, where Poll declares it lost instead (nak checks the
+		// deadline first), so no request is ever produced.
+		d := nc.Deadline
+		if d <= 0 {
+			d = nak.DefaultDeadline
+		}
+		nc.Generator = nak.FixedDelay(d)
+	}
 	return coreConfig{
 		maxStreams: c.MaxStreams,
 		reorder:    c.ReorderPackets,
 		maxGap:     c.MaxGap,
 		startSeq:   c.StartSeq,
+		ab:         c.Secondary.IsValid(),
+		nak:        nc,
+		sendNAKs:   c.Retransmitter.IsValid(),
+		lossPolicy: c.LossPolicy,
 		onMessage:  c.OnMessage,
 		onGap:      c.OnGap,
 		onEnd:      c.OnEnd,
+		onLoss:     c.OnLoss,
 	}
 }
 
-// Subscriber receives one multicast group and delivers its streams in
-// order. Its methods are safe for concurrent use, but not from inside its
-// callbacks (they run with its lock held).
+// Sizes of the secondary sockets' batches.
+const (
+	repairBatchSize  = 16 // datagrams per recvmmsg on a repair socket
+	requestBatchSize = 64 // re-requests per sendmmsg
+)
+
+// Subscriber receives one multicast group (or an A/B pair) and delivers
+// its streams in order, asking a retransmitter for what is missing. Its
+// methods are safe for concurrent use, but not from inside its callbacks
+// (they run with its lock held).
 type Subscriber struct {
 	cfg     Config
 	c       *core
-	r       *reader
-	conn    sock.PacketConn
+	r       *reader         // the primary feed's reader
+	conn    sock.PacketConn // the primary feed socket
+	readers []*reader       // every socket's reader, the primary first
+	repair  sock.PacketConn // the unicast repair socket; nil without a Retransmitter
 	granted int
 
 	closed  atomic.Bool
-	done    chan struct{}
+	quit    chan struct{} // closed by Close: stops the timer goroutine
+	done    chan struct{} // closed when the primary reader stops
+	wg      sync.WaitGroup
 	errMu   sync.Mutex
 	loopErr error
+
+	// Owned by the timer goroutine.
+	reqs   []wire.Request
+	out    *sock.Batch
+	reqBuf []byte
+
+	nakErrors atomic.Uint64
 }
 
-// New opens a socket bound to the wildcard address and the group's port
-// (shared with other subscribers of that port), joins the group on the
-// interface (source-specific when Config.Source is set) and starts the
-// receive goroutine. Close stops it.
+// New opens the sockets, joins the groups on the interface and starts the
+// goroutines: one reader per socket and the NAK timer. Close stops them.
+//
+// The sockets: the primary feed (Group; wildcard address and the group's
+// port, shared with other subscribers of that port), the Secondary feed
+// and the RepairGroup when set (bound likewise), and, with a
+// Retransmitter, a unicast repair socket of the retransmitter's address
+// family on a port of its own, from which re-requests leave and on which
+// their answers arrive.
 func New(cfg Config) (*Subscriber, error) {
 	s, err := open(cfg)
 	if err != nil {
 		return nil, err
 	}
-	go s.run()
+	for _, r := range s.readers {
+		s.wg.Add(1)
+		go s.run(r)
+	}
+	s.wg.Add(1)
+	go s.runTimer()
 	return s, nil
 }
 
-// open is New without the receive goroutine (tests drive s.r themselves).
-func open(cfg Config) (*Subscriber, error) {
-	cfg, err := cfg.withDefaults()
+// open is New without the goroutines (tests drive the readers and
+// c.poll themselves).
+func open(cfg Config) (s *Subscriber, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -182,53 +345,123 @@ func open(cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, fmt.Errorf("subscriber: interface %q: %w", cfg.Interface, err)
 	}
+	s = &Subscriber{cfg: cfg, c: newCore(cfg.core()), quit: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.closeConns()
+		}
+	}()
+	conn, granted, err := s.openGroup(ifi, cfg.Group, cfg.Source, cfg.Wrap)
+	if err != nil {
+		return s, err
+	}
+	s.conn, s.granted = conn, granted
+	s.r = s.addReader(conn, cfg.BatchSize, cfg.Group.Addr(), cfg.Source, FeedPrimary)
+	s.done = s.r.done
+	if cfg.Secondary.IsValid() {
+		conn, _, err := s.openGroup(ifi, cfg.Secondary, cfg.SecondarySource, cfg.WrapSecondary)
+		if err != nil {
+			return s, err
+		}
+		s.addReader(conn, cfg.BatchSize, cfg.Secondary.Addr(), cfg.SecondarySource, FeedSecondary)
+	}
+	if cfg.RepairGroup.IsValid() {
+		conn, _, err := s.openGroup(ifi, cfg.RepairGroup, netip.Addr{}, cfg.WrapRepair)
+		if err != nil {
+			return s, err
+		}
+		s.addReader(conn, repairBatchSize, cfg.RepairGroup.Addr(), netip.Addr{}, FeedRepairGroup)
+	}
+	if cfg.Retransmitter.IsValid() {
+		wild := netip.IPv4Unspecified()
+		if cfg.Retransmitter.Addr().Is6() {
+			wild = netip.IPv6Unspecified()
+		}
+		// No SO_REUSEPORT: the answers must reach this socket and no
+		// other (see "Recovery" in the package documentation).
+		conn, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(wild, 0), ReadBuffer: cfg.ReadBuffer})
+		if err != nil {
+			return s, fmt.Errorf("subscriber: repair socket: %w", err)
+		}
+		var pc sock.PacketConn = conn
+		if cfg.WrapRepair != nil {
+			pc = cfg.WrapRepair(pc)
+		}
+		s.repair = pc
+		s.addReader(pc, repairBatchSize, netip.Addr{}, netip.Addr{}, FeedRepair)
+		s.out = sock.NewBatch(requestBatchSize, 0)
+		s.reqBuf = make([]byte, requestBatchSize*wire.RequestLen)
+	}
+	s.c.wake = make(chan struct{}, 1)
+	return s, nil
+}
+
+// openGroup opens a socket bound to the wildcard address and g's port
+// (shared with other subscribers of that port), joins g on ifi (from src
+// only when valid) and wraps it with wrap when set.
+func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.Addr, wrap func(sock.PacketConn) sock.PacketConn) (sock.PacketConn, int, error) {
+	cfg := s.cfg
 	wild := netip.IPv4Unspecified()
-	if cfg.Group.Addr().Is6() {
+	if g.Addr().Is6() {
 		wild = netip.IPv6Unspecified()
 	}
 	conn, err := sock.Open(sock.Config{
-		Local:      netip.AddrPortFrom(wild, cfg.Group.Port()),
+		Local:      netip.AddrPortFrom(wild, g.Port()),
 		ReusePort:  true,
 		ReadBuffer: cfg.ReadBuffer,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscriber: %w", err)
+		return nil, 0, fmt.Errorf("subscriber: %w", err)
 	}
-	if err := conn.Join(ifi, cfg.Group.Addr(), cfg.Source); err != nil {
+	if err := conn.Join(ifi, g.Addr(), src); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("subscriber: %w", err)
+		return nil, 0, fmt.Errorf("subscriber: %w", err)
 	}
 	granted := conn.ReadBufferGranted
 	if granted < 2*cfg.ReadBuffer {
 		cfg.Logger.Warn("subscriber: the kernel capped the receive buffer; raise net.core.rmem_max to get the requested size",
-			"group", cfg.Group, "requested", cfg.ReadBuffer, "granted", granted, "want_granted", 2*cfg.ReadBuffer)
+			"group", g, "requested", cfg.ReadBuffer, "granted", granted, "want_granted", 2*cfg.ReadBuffer)
 	}
 	var pc sock.PacketConn = conn
-	if cfg.Wrap != nil {
-		pc = cfg.Wrap(pc)
+	if wrap != nil {
+		pc = wrap(pc)
 	}
-	s := &Subscriber{
-		cfg:     cfg,
-		c:       newCore(cfg.core()),
-		conn:    pc,
-		granted: granted,
-		done:    make(chan struct{}),
-	}
-	s.r = &reader{
-		conn:   pc,
-		batch:  sock.NewBatch(cfg.BatchSize, cfg.DatagramSize),
-		c:      s.c,
-		group:  cfg.Group.Addr(),
-		source: cfg.Source,
-	}
-	return s, nil
+	return pc, granted, nil
 }
 
-// run is the receive goroutine: it reads until Close.
-func (s *Subscriber) run() {
-	defer close(s.done)
+// addReader adds a reader of conn.
+func (s *Subscriber) addReader(conn sock.PacketConn, batch int, group, source netip.Addr, feed Feed) *reader {
+	r := &reader{
+		conn:   conn,
+		batch:  sock.NewBatch(batch, s.cfg.DatagramSize),
+		c:      s.c,
+		group:  group,
+		source: source,
+		repair: feed == FeedRepair || feed == FeedRepairGroup,
+		feed:   feed,
+		done:   make(chan struct{}),
+	}
+	s.readers = append(s.readers, r)
+	return r
+}
+
+// closeConns closes every socket and returns the first error.
+func (s *Subscriber) closeConns() error {
+	var first error
+	for _, r := range s.readers {
+		if err := r.conn.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// run is a receive goroutine: it reads r until Close.
+func (s *Subscriber) run(r *reader) {
+	defer s.wg.Done()
+	defer close(r.done)
 	for {
-		err := s.r.readOnce()
+		err := r.readOnce()
 		if err == nil {
 			continue
 		}
@@ -239,23 +472,27 @@ func (s *Subscriber) run() {
 			continue
 		}
 		s.errMu.Lock()
-		s.loopErr = fmt.Errorf("subscriber: receive on %s: %w", s.cfg.Group, err)
+		if s.loopErr == nil {
+			s.loopErr = fmt.Errorf("subscriber: receive (%v feed) on %s: %w", r.feed, r.conn.LocalAddr(), err)
+		}
 		s.errMu.Unlock()
-		s.cfg.Logger.Error("subscriber: receive failed; stopped", "group", s.cfg.Group, "err", err)
+		s.cfg.Logger.Error("subscriber: receive failed; this socket is no longer read",
+			"group", s.cfg.Group, "feed", r.feed, "err", err)
 		return
 	}
 }
 
-// Close leaves the group, closes the socket and waits for the receive
-// goroutine to stop. It returns the error that stopped the receive loop
+// Close leaves the groups, closes the sockets and waits for the
+// goroutines to stop. It returns the error that stopped a receive loop
 // early, if any. Calls after the first return ErrClosed. It must not be
 // called from a callback.
 func (s *Subscriber) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	cerr := s.conn.Close()
-	<-s.done
+	close(s.quit)
+	cerr := s.closeConns()
+	s.wg.Wait()
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	if s.loopErr != nil {
@@ -267,15 +504,26 @@ func (s *Subscriber) Close() error {
 	return nil
 }
 
-// LocalAddr is the address the socket is bound to: the wildcard address
-// and the group's port.
+// LocalAddr is the address the primary feed socket is bound to: the
+// wildcard address and the group's port.
 func (s *Subscriber) LocalAddr() netip.AddrPort { return s.conn.LocalAddr() }
+
+// RepairAddr is the address of the unicast repair socket, from which
+// re-requests leave and to which a retransmitter sends its answers; the
+// zero AddrPort without a Retransmitter.
+func (s *Subscriber) RepairAddr() netip.AddrPort {
+	if s.repair == nil {
+		return netip.AddrPort{}
+	}
+	return s.repair.LocalAddr()
+}
 
 // Stats returns the counters since New. They stay readable after Close.
 func (s *Subscriber) Stats() Stats {
 	s.c.mu.Lock()
 	st := s.c.stats()
 	s.c.mu.Unlock()
+	st.NAKErrors = s.nakErrors.Load()
 	st.ReadBufferRequested = s.cfg.ReadBuffer
 	st.ReadBufferGranted = s.granted
 	return st
@@ -287,4 +535,15 @@ func (s *Subscriber) Streams() []StreamStats {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	return s.c.streamStats()
+}
+
+// RecoveryHistogram returns a copy of the recovery times of every stream
+// since New, in microseconds (1 µs to 60 s, 3 significant digits): the
+// time from finding a gap to filling it, one value per packet that filled
+// some of it. It is the caller's to keep, e.g. to write a .hgrm file with
+// PercentilesPrint(w, 5, 1).
+func (s *Subscriber) RecoveryHistogram() *hdrhistogram.Histogram {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return s.c.recoveryHistogram()
 }

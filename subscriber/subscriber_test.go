@@ -414,6 +414,7 @@ func TestWrapLoss(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
+	g := netip.MustParseAddrPort("239.1.1.1:5000")
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -422,6 +423,17 @@ func TestConfigErrors(t *testing.T) {
 		{"unicast-group", Config{Group: netip.MustParseAddrPort("127.0.0.1:5000")}},
 		{"no-port", Config{Group: netip.MustParseAddrPort("239.1.1.1:0")}},
 		{"source-family", Config{Group: netip.MustParseAddrPort("239.1.1.1:5000"), Source: netip.MustParseAddr("fd77::1")}},
+		{"secondary-unicast", Config{Group: g, Secondary: netip.MustParseAddrPort("127.0.0.1:5001")}},
+		{"secondary-is-group", Config{Group: g, Secondary: g}},
+		{"secondary-source-alone", Config{Group: g, SecondarySource: netip.MustParseAddr("127.0.0.1")}},
+		{"secondary-source-family", Config{Group: g, Secondary: netip.MustParseAddrPort("239.1.1.2:5000"), SecondarySource: netip.MustParseAddr("fd77::1")}},
+		{"repair-group-unicast", Config{Group: g, RepairGroup: netip.MustParseAddrPort("127.0.0.1:5002")}},
+		{"repair-group-is-group", Config{Group: g, RepairGroup: g}},
+		{"repair-group-is-secondary", Config{Group: g, Secondary: netip.MustParseAddrPort("239.1.1.2:5000"), RepairGroup: netip.MustParseAddrPort("239.1.1.2:5000")}},
+		{"retransmitter-multicast", Config{Group: g, Retransmitter: netip.MustParseAddrPort("239.1.1.3:5000")}},
+		{"retransmitter-unspecified", Config{Group: g, Retransmitter: netip.MustParseAddrPort("0.0.0.0:5000")}},
+		{"retransmitter-no-port", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:0")}},
+		{"loss-policy", Config{Group: g, LossPolicy: 7}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)

@@ -1,0 +1,262 @@
+package subscriber
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// Loss is a range of a stream declared lost: the sequences [From, To)
+// will never be delivered.
+type Loss struct {
+	Stream   StreamID
+	From, To wire.Seq
+}
+
+// Len is the number of messages lost.
+func (l Loss) Len() uint64 { return uint64(l.To - l.From) }
+
+// maxTime is "never" for the timer.
+const maxTime = monotime.Time(math.MaxInt64)
+
+// Recovery-time histograms count microseconds from 1 µs to 60 s with 3
+// significant digits (about 136 KiB each). Longer recoveries are recorded
+// as 60 s and counted in Stats.RecoveryClamped.
+const (
+	recoveryLowest  = 1
+	recoveryHighest = 60_000_000
+	recoveryDigits  = 3
+)
+
+func newRecoveryHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(recoveryLowest, recoveryHighest, recoveryDigits)
+}
+
+// seedFor derives stream index's detector seed from the configured one, so
+// that streams draw different delays and a test replays exactly. A zero
+// seed stays zero (nak then draws a random one).
+func seedFor(seed, index uint64) uint64 {
+	if seed == 0 {
+		return 0
+	}
+	if x := seed + index*0x9e3779b97f4a7c15; x != 0 {
+		return x
+	}
+	return 1
+}
+
+// detector returns the loss detector of s, making it on the first gap.
+func (c *core) detector(s *stream) *nak.LossDetector {
+	if s.nak == nil {
+		cfg := c.cfg.nak
+		cfg.Seed = seedFor(cfg.Seed, s.index)
+		s.nak = nak.NewLossDetector(cfg)
+	}
+	return s.nak
+}
+
+// gapFound hands a newly reported gap [from, to) of s to its detector and
+// wakes the timer goroutine when the gap falls due before it would wake
+// anyway. It does not allocate once the detector has grown.
+func (c *core) gapFound(s *stream, from, to wire.Seq) {
+	d := c.detector(s)
+	d.OnGap(c.now, nak.Range{From: from, To: to})
+	if t, ok := d.Next(); ok && t < c.timerAt {
+		c.timerAt = t
+		select {
+		case c.wake <- struct{}{}:
+		default: // a wake is pending already (or there is no timer)
+		}
+	}
+}
+
+// received tells the detector of s that the messages [from, to) arrived
+// (delivered or held), cancelling their NAKs, and accounts for what they
+// recovered.
+func (c *core) received(s *stream, from, to wire.Seq) {
+	if s.nak == nil {
+		return
+	}
+	filled, age := s.nak.OnReceived(c.now, nak.Range{From: from, To: to})
+	if filled == 0 {
+		return
+	}
+	s.recovered += filled
+	c.st.Recovered += filled
+	if c.fromRepair {
+		s.repairs++
+		c.st.Repairs++
+	}
+	c.record(s, age)
+}
+
+// record adds one recovery time to the stream's and the total histogram.
+func (c *core) record(s *stream, age time.Duration) {
+	v := age.Microseconds()
+	if v < recoveryLowest {
+		v = recoveryLowest
+	}
+	if v > recoveryHighest {
+		v = recoveryHighest
+		c.st.RecoveryClamped++
+	}
+	if s.hist == nil {
+		s.hist = newRecoveryHistogram()
+	}
+	if c.hist == nil {
+		c.hist = newRecoveryHistogram()
+	}
+	_ = s.hist.RecordValue(v) // in range: clamped above
+	_ = c.hist.RecordValue(v)
+}
+
+// addLost records that r of s was given up. next has not passed it: the
+// detector only tracks sequences at or after next.
+func addLost(s *stream, r nak.Range) {
+	if n := len(s.lost); n == 0 || s.lost[n-1].From < r.From {
+		s.lost = append(s.lost, r)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(s.lost, r.From, func(l nak.Range, from wire.Seq) int { return cmp.Compare(l.From, from) })
+	s.lost = slices.Insert(s.lost, i, r)
+}
+
+// advance delivers the held packets that are in order and skips the lost
+// ranges next has reached, reporting each, until neither applies. A lost
+// range part of which arrived after it was given up is reported without
+// that part, which is delivered: a Loss names only sequences that are
+// never delivered.
+func (c *core) advance(s *stream) {
+	c.drain(s)
+	for len(s.lost) > 0 && !s.stopped {
+		r := s.lost[0]
+		if r.To <= s.next {
+			s.lost = slices.Delete(s.lost, 0, 1)
+			continue
+		}
+		if r.From > s.next {
+			return
+		}
+		to := r.To
+		if s.end != wire.InvalidSeq {
+			to = min(to, s.end)
+		}
+		if len(s.held) > 0 {
+			to = min(to, s.held[0].seq)
+		}
+		if to <= s.next { // at the end of session: nothing follows
+			s.lost = s.lost[:0]
+			return
+		}
+		c.lose(s, s.next, to)
+		if s.stopped {
+			return
+		}
+		s.next = to
+		s.horizon = max(s.horizon, to)
+		c.drain(s)
+	}
+}
+
+// lose reports [from, to) of s lost (from is s.next) and applies the loss
+// policy.
+func (c *core) lose(s *stream, from, to wire.Seq) {
+	n := uint64(to - from)
+	s.lostN++
+	s.lostMsgs += n
+	c.st.LostRanges++
+	c.st.LostMessages += n
+	if c.cfg.onLoss != nil {
+		c.cfg.onLoss(Loss{Stream: s.id, From: from, To: to})
+	}
+	if c.cfg.lossPolicy == LossStop {
+		s.stopped = true
+		c.release(s, 0)
+		c.abandon(s)
+		c.st.StreamsStopped++
+	}
+}
+
+// abandon stops recovering s (it ended or stopped): its detector forgets
+// every gap and its given-up ranges are dropped, unreported.
+func (c *core) abandon(s *stream) {
+	if s.nak != nil {
+		c.nlost = s.nak.GiveUp(c.nlost[:0])
+	}
+	s.lost = s.lost[:0]
+}
+
+// retire keeps the counters of s that are read from its detector before s
+// is forgotten.
+func (c *core) retire(s *stream) {
+	if s.nak != nil {
+		c.retired.Suppressed += s.nak.Stats().Suppressed
+	}
+}
+
+// poll does the recovery work due at now for every stream: it appends the
+// re-requests due to reqs (only with a Retransmitter), hands the ranges
+// given up to their streams (reporting, in order with deliveries, those
+// next has reached), and returns reqs and the earliest time poll has work
+// again (false: none). It stores that time in c.timerAt. It does not
+// allocate once its scratch slices and reqs have grown. c.mu must be held.
+func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, monotime.Time, bool) {
+	c.now, c.fromRepair = now, false
+	next := maxTime
+	for _, s := range c.list {
+		d := s.nak
+		if d == nil {
+			continue
+		}
+		if t, ok := d.Next(); ok && t <= now {
+			c.nreqs, c.nlost = d.Poll(now, c.nreqs[:0], c.nlost[:0])
+			if c.cfg.sendNAKs {
+				for _, r := range c.nreqs {
+					n := r.Len() // <= MaxRequest <= wire.MaxCount
+					reqs = append(reqs, wire.Request{Session: s.id.Session, Seq: r.From, Count: uint16(n)})
+					s.naks++
+					s.nakMsgs += n
+					c.st.NAKs++
+					c.st.NAKMessages += n
+				}
+			}
+			if len(c.nlost) > 0 {
+				for _, r := range c.nlost {
+					addLost(s, r)
+				}
+				c.advance(s)
+				c.finish(s)
+			}
+		}
+		if t, ok := d.Next(); ok {
+			next = min(next, t)
+		}
+	}
+	c.timerAt = next
+	return reqs, next, next != maxTime
+}
+
+// percentiles reads the median, 99th percentile and maximum of a
+// recovery histogram (µs); zero when h is nil or empty.
+func percentiles(h *hdrhistogram.Histogram) (p50, p99, maxd time.Duration) {
+	if h == nil || h.TotalCount() == 0 {
+		return 0, 0, 0
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return us(h.ValueAtPercentile(50)), us(h.ValueAtPercentile(99)), us(h.Max())
+}
+
+// recoveryHistogram returns a copy of the total recovery histogram.
+// c.mu must be held.
+func (c *core) recoveryHistogram() *hdrhistogram.Histogram {
+	if c.hist == nil {
+		return newRecoveryHistogram()
+	}
+	return c.hist.Clone()
+}

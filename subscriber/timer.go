@@ -1,0 +1,74 @@
+package subscriber
+
+import (
+	"time"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// idleWait is how long the timer goroutine sleeps when no stream has a gap;
+// a new gap wakes it at once.
+const idleWait = time.Hour
+
+// runTimer is the NAK timer goroutine. It sleeps until the earliest time a
+// stream's loss detector has work (or a new gap wakes it), then, under the
+// core's mutex, polls every stream with gaps: requests come back to be
+// sent, and ranges given up are reported to their streams. It sends the
+// requests after releasing the mutex. It stops when Close closes s.quit.
+// Apart from the timer made once, it allocates nothing per wake-up once its
+// request buffer has grown.
+func (s *Subscriber) runTimer() {
+	defer s.wg.Done()
+	t := time.NewTimer(idleWait)
+	defer t.Stop()
+	for {
+		s.c.mu.Lock()
+		reqs, next, ok := s.c.poll(monotime.Now(), s.reqs[:0])
+		s.c.mu.Unlock()
+		s.reqs = reqs
+		s.send(reqs)
+		wait := idleWait
+		if ok {
+			wait = max(next.Sub(monotime.Now()), 0)
+		}
+		t.Reset(wait)
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		case <-s.c.wake:
+		}
+	}
+}
+
+// send sends the re-requests from the unicast repair socket to the
+// retransmitter, requestBatchSize per sendmmsg, from preallocated buffers.
+// A failed send is counted in Stats.NAKErrors (the detector asks again
+// after its retry interval) and the first is logged.
+func (s *Subscriber) send(reqs []wire.Request) {
+	if s.repair == nil {
+		return
+	}
+	for len(reqs) > 0 {
+		n := min(len(reqs), len(s.out.Msgs))
+		for i, r := range reqs[:n] {
+			b := s.reqBuf[i*wire.RequestLen : i*wire.RequestLen : (i+1)*wire.RequestLen]
+			s.out.Msgs[i] = sock.Message{Buf: wire.AppendRequest(b, r), Addr: s.cfg.Retransmitter}
+		}
+		sent, err := s.repair.WriteBatch(s.out, n)
+		if err != nil {
+			if s.closed.Load() {
+				return
+			}
+			failed := uint64(len(reqs) - sent)
+			if s.nakErrors.Add(failed) == failed {
+				s.cfg.Logger.Warn("subscriber: sending re-requests failed; counting further failures in Stats.NAKErrors",
+					"retransmitter", s.cfg.Retransmitter, "err", err)
+			}
+			return
+		}
+		reqs = reqs[n:]
+	}
+}
