@@ -13,10 +13,12 @@ import (
 	"github.com/mdbus/mdbus/wire"
 )
 
-// Sink is offered every data packet once its send was attempted: after
-// the kernel took it or, rarely, refused it (the sequence numbers are spent
-// either way, and a cache or journal that holds the packet lets subscribers
-// repair the hole). Heartbeats and the end of session are not offered.
+// Sink is offered every data packet just before it is sent, so that a
+// cache holds it before any subscriber can notice it missing and ask for it
+// (a subscriber may NAK microseconds after the next packet arrives). A
+// packet the kernel then refuses was still offered: its sequence numbers are
+// spent either way, and a cache or journal that holds it lets subscribers
+// repair the hole. Heartbeats and the end of session are not offered.
 //
 // SentPacket is called on the goroutine that sent the packet: the
 // publication's sending goroutine, or with Config.Inline the goroutine that

@@ -614,6 +614,21 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 	for i := range n {
 		b.Msgs[i].Buf = p.pkts[(first+i)%p.q]
 	}
+	// Offer the packets to the sinks before sending them: a subscriber
+	// can ask for a lost packet as soon as it sees the next one, and the
+	// cache must hold it by then.
+	var msgs, size uint64
+	var next wire.Seq
+	for i := range n {
+		pkt := p.pkts[(first+i)%p.q]
+		h, _ := wire.ParseHeader(pkt)
+		msgs += uint64(h.MessageCount())
+		size += uint64(len(pkt))
+		for _, s := range p.s.Sinks {
+			s.SentPacket(pkt)
+		}
+		next = h.Next()
+	}
 	var badMsgs, badBytes uint64
 	start := monotime.Now()
 	for cnt := int(n); cnt > 0; {
@@ -642,19 +657,7 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 	wrote := monotime.Now()
 	cost := p.sendCost.Load()
 	p.sendCost.Store(cost + (int64(wrote.Sub(start))-cost)/8)
-	var msgs, size uint64
-	for i := range n {
-		pkt := p.pkts[(first+i)%p.q]
-		h, _ := wire.ParseHeader(pkt)
-		msgs += uint64(h.MessageCount())
-		size += uint64(len(pkt))
-		for _, s := range p.s.Sinks {
-			s.SentPacket(pkt)
-		}
-		if i == n-1 {
-			p.sentNext = h.Next()
-		}
-	}
+	p.sentNext = next
 	p.st.messages.Add(msgs - badMsgs)
 	p.st.bytes.Add(size - badBytes)
 	p.st.packets.Add(n - bad)

@@ -108,7 +108,8 @@ type stream struct {
 	superseded bool
 	stopped    bool // LossStop after a loss
 	lastActive monotime.Time
-	held       []heldPacket // sorted by seq; len <= cfg.reorder
+	held       []heldPacket // sorted by seq; len <= cfg.reorder; a window into heldBase
+	heldBase   []heldPacket // backing array, cap cfg.reorder: drain advances held's start without copying
 
 	// Recovery: the gaps being recovered (nil until the first gap), the
 	// ranges given up that next has not reached yet (sorted, disjoint,
@@ -374,9 +375,15 @@ func (c *core) drain(s *stream) {
 		h.buf = nil
 	}
 	if k > 0 {
-		n := copy(s.held, s.held[k:])
-		clear(s.held[n:])
-		s.held = s.held[:n]
+		// Advance the window instead of copying the rest down: with
+		// thousands held behind a repaired gap, a copy per repair would
+		// make recovery quadratic. hold compacts when the window reaches
+		// the end of the backing array.
+		clear(s.held[:k])
+		s.held = s.held[k:]
+		if len(s.held) == 0 {
+			s.held = s.heldBase[:0]
+		}
 		c.st.Held -= k
 	}
 }
@@ -402,8 +409,15 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 	if len(s.held) >= c.cfg.reorder {
 		return holdFull
 	}
-	if s.held == nil {
-		s.held = make([]heldPacket, 0, c.cfg.reorder)
+	if s.heldBase == nil {
+		s.heldBase = make([]heldPacket, 0, c.cfg.reorder)
+		s.held = s.heldBase
+	}
+	if len(s.held) == cap(s.held) { // the window reached the end: compact (amortised O(1))
+		full := s.heldBase[:cap(s.heldBase)]
+		n := copy(full, s.held)
+		clear(full[n:])
+		s.held = full[:n]
 	}
 	var buf []byte
 	if n := len(c.free); n > 0 {

@@ -181,7 +181,9 @@
 //
 // Without a Retransmitter nothing is asked for, but gaps still go to a
 // detector, so a gap that nothing fills is declared lost NAK.Deadline
-// after it was found and delivery continues. This is how an A/B
+// after it was found and delivery continues (DefaultReorderWindow, 20 ms,
+// when the deadline is not set and no repair group or second feed could
+// fill it: then waiting longer only stalls delivery). This is how an A/B
 // subscriber without a retransmitter reports true losses, and how a
 // subscriber that cannot recover avoids stalling forever.
 //

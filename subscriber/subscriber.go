@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/mdbus/mdbus/internal/sock"
@@ -17,8 +18,12 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultInterface      = "lo"
-	DefaultReadBuffer     = 4 << 20
+	DefaultInterface  = "lo"
+	DefaultReadBuffer = 4 << 20
+	// DefaultReorderWindow is how long a subscriber that has no way to
+	// recover (no Retransmitter, RepairGroup or Secondary) waits for a
+	// reordered packet before it declares a gap lost.
+	DefaultReorderWindow  = 20 * time.Millisecond
 	DefaultBatchSize      = 64
 	DefaultDatagramSize   = wire.MaxPayloadSize
 	DefaultMaxStreams     = 64
@@ -93,7 +98,9 @@ type Config struct {
 	// go to: a retransmit.Server or a rewinder. They leave from the
 	// subscriber's own unicast repair socket, where the answers arrive.
 	// Invalid: no NAKs are sent; gaps are still reported, and declared lost
-	// NAK.Deadline after they were found.
+	// NAK.Deadline after they were found (when NAK.Deadline is zero and
+	// neither RepairGroup nor Secondary is set, nothing but reordering can
+	// fill a gap, so the deadline is DefaultReorderWindow instead).
 	Retransmitter netip.AddrPort
 	// RepairGroup, when valid, is a multicast group also joined on
 	// Interface; every packet from it is a repair.
@@ -254,12 +261,16 @@ func (c Config) core() coreConfig {
 	if !c.Retransmitter.IsValid() {
 		// Nobody to ask: the first "NAK" of every gap falls due at its
 		// deadline, where Poll declares it lost instead (nak checks the
-		// deadline first), so no request is ever produced.
-		d := nc.Deadline
-		if d <= 0 {
-			d = nak.DefaultDeadline
+		// deadline first), so no request is ever produced. When nothing
+		// at all can fill a gap (no repair group, no second feed), only
+		// reordering can, so the default deadline is the reorder window.
+		if nc.Deadline <= 0 {
+			nc.Deadline = nak.DefaultDeadline
+			if !c.RepairGroup.IsValid() && !c.Secondary.IsValid() {
+				nc.Deadline = DefaultReorderWindow
+			}
 		}
-		nc.Generator = nak.FixedDelay(d)
+		nc.Generator = nak.FixedDelay(nc.Deadline)
 	}
 	return coreConfig{
 		maxStreams: c.MaxStreams,

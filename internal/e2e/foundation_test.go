@@ -73,7 +73,11 @@ func runFanout(t *testing.T, f fanout) {
 		select {
 		case <-c.Done():
 		case <-ctx.Done():
-			t.Fatalf("timed out waiting for subscribers: %v", checkers)
+			for i, c := range checkers {
+				st := subs[i].Stats()
+				t.Logf("%s: delivered %d, kernel drops %d, gaps %d, lost %d, drops %d", c.name, c.Delivered(), st.KernelDrops, st.Gaps, st.LostMessages, st.Dropped)
+			}
+			t.Fatalf("timed out waiting for subscribers")
 		}
 	}
 	elapsed := time.Since(start)
