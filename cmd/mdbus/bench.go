@@ -59,7 +59,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		mode, args = args[0], args[1:]
 	}
-	fs := newFlags("bench", "throughput|latency|raw|goals|chart [flags]", benchUsage)
+	fs := newFlags("bench", "throughput|latency|raw|goals|chart|lab [flags]", benchUsage)
 	netns := fs.Bool("netns", true, "run inside a private user+network namespace (false: this namespace, still lo/TTL 0)")
 	allowNet := fs.Bool("allow-network", false, "allow an interface other than loopback and a TTL above 0")
 	ifname := fs.String("interface", "lo", "multicast interface")
@@ -86,6 +86,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed for message contents and loss")
 	withLoss := fs.Bool("with-loss", false, "also run mdbus with --loss of the datagrams dropped at each subscriber (the impairment layer; recovery cost)")
 	loss := fs.Float64("loss", 0.01, "fraction of datagrams --with-loss drops (0-0.5)")
+	recovery := fs.Bool("recovery", false, "run every mdbus case with its retransmitter (cache, server, NAKs), not only the lossy ones")
 	out := fs.String("out", "bench-results", "directory for the .json, .hlog, .hgrm and .svg files (empty: none)")
 	name := fs.String("name", "", "base name of the files (default: MODE-YYYYmmdd-HHMMSS)")
 	asJSON := fs.Bool("json", false, "print the JSON report on stdout instead of the table")
@@ -176,15 +177,18 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
 		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch,
 		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, NoInline: *noInline,
-		Interval: *interval, Drain: *drain, Seed: *seed,
+		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
 	if mode == "goals" && cfg.Duration == 0 {
 		cfg.Duration = 10 * time.Second
 	}
 	b, err := bench.New(cfg)
 	if err != nil {
-		if errors.Is(err, bench.ErrConfig) || errors.Is(err, bench.ErrNotLoopback) {
-			return usageErr("%v", err)
+		switch {
+		case errors.Is(err, bench.ErrNotLoopback):
+			return usageErr("%s", strings.ReplaceAll(clean(err), "Config.AllowNetwork", "--allow-network"))
+		case errors.Is(err, bench.ErrConfig):
+			return usageErr("%v", clean(err))
 		}
 		return err
 	}
@@ -204,7 +208,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		sz, err := bench.ParseSizes(s, lim)
 		if err != nil {
-			return usageErr("--size: %v", err)
+			return usageErr("--size %v", clean(err))
 		}
 		szs = append(szs, sz)
 	}
@@ -219,7 +223,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, s := range strings.Split(rateSpec, ",") {
 		r, err := bench.ParseRate(s, mode != "latency")
 		if err != nil {
-			return usageErr("--rate: %v", err)
+			return usageErr("--rate %v", clean(err))
 		}
 		rs = append(rs, r)
 	}
@@ -227,7 +231,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		*name = mode + "-" + time.Now().Format("20060102-150405")
 	}
 	if err := bench.CheckOutput(*out); err != nil {
-		return usageErr("--out: %v", err)
+		return usageErr("--out %q: %v", *out, clean(err))
 	}
 
 	var runErr error
@@ -265,7 +269,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		perr = b.WriteTable(stdout)
 	}
 	if interrupted {
-		return errors.Join(werr, perr)
+		return errors.Join(errors.New("interrupted; what was measured is above and in the files"), werr, perr)
 	}
 	return errors.Join(runErr, werr, perr)
 }
@@ -298,6 +302,15 @@ func benchLab(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	return nil
+}
+
+// clean drops the package prefixes from a bench error for the command line.
+func clean(err error) string {
+	s := err.Error()
+	for _, p := range []string{"bench: invalid config: ", "bench: bad message size: ", "bench: "} {
+		s = strings.ReplaceAll(s, p, "")
+	}
+	return s
 }
 
 func containsZero(rs []float64) bool {

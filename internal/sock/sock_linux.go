@@ -357,4 +357,3 @@ func parseOOB(oob []byte, m *Message, b *Batch) {
 		oob = oob[next:]
 	}
 }
-
