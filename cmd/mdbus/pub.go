@@ -51,6 +51,23 @@ func (g groupFlags) parse() (group netip.AddrPort, source netip.Addr, err error)
 	return group, source, nil
 }
 
+// parseAddr parses an optional address:port flag: empty gives the zero
+// AddrPort; multicast says which kind the flag wants.
+func parseAddr(flagName, val string, multicast bool) (netip.AddrPort, error) {
+	if val == "" {
+		return netip.AddrPort{}, nil
+	}
+	a, err := netip.ParseAddrPort(val)
+	if err != nil || a.Addr().IsMulticast() != multicast {
+		kind := "a unicast address:port, like 127.0.0.1:31100"
+		if multicast {
+			kind = "a multicast group:port, like 239.192.0.2:31002"
+		}
+		return a, usageErr("%s %q: want %s", flagName, val, kind)
+	}
+	return a, nil
+}
+
 func runPub(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("pub", "[flags]", `Publishes MoldUDP64 packets to a multicast group. Without --synthetic it sends
 each line of standard input as one message (the newline removed) and ends
@@ -84,15 +101,13 @@ order-book messages at --rate until --count messages or --duration.`)
 	}
 	var sinks []publisher.Sink
 	if *retr != "" {
-		l, err := netip.ParseAddrPort(*retr)
+		l, err := parseAddr("--retransmit", *retr, false)
 		if err != nil {
-			return usageErr("--retransmit %q: want a unicast address:port", *retr)
+			return err
 		}
-		var rg netip.AddrPort
-		if *repair != "" {
-			if rg, err = netip.ParseAddrPort(*repair); err != nil || !rg.Addr().IsMulticast() {
-				return usageErr("--repair-group %q: want a multicast group:port", *repair)
-			}
+		rg, err := parseAddr("--repair-group", *repair, true)
+		if err != nil {
+			return err
 		}
 		cache := retransmit.NewCache(retransmit.CacheConfig{})
 		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},

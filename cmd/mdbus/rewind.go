@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"time"
 
@@ -36,15 +35,13 @@ their tail loss.`)
 	if err != nil {
 		return err
 	}
-	l, err := netip.ParseAddrPort(*listen)
+	l, err := parseAddr("--listen", *listen, false)
 	if err != nil {
-		return usageErr("--listen %q: want address:port", *listen)
+		return err
 	}
-	var rg netip.AddrPort
-	if *repair != "" {
-		if rg, err = netip.ParseAddrPort(*repair); err != nil || !rg.Addr().IsMulticast() {
-			return usageErr("--repair-group %q: want a multicast group:port", *repair)
-		}
+	rg, err := parseAddr("--repair-group", *repair, true)
+	if err != nil {
+		return err
 	}
 	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
 		Feed: group, Interface: *gf.ifname, Source: source,

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -44,24 +43,17 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	if err != nil {
 		return err
 	}
-	var retrAddr, repairG, secondG netip.AddrPort
-	for _, f := range []struct {
-		name, val string
-		dst       *netip.AddrPort
-		mcast     bool
-	}{{"--retransmit", *retr, &retrAddr, false}, {"--repair-group", *repair, &repairG, true}, {"--secondary", *secondary, &secondG, true}} {
-		if f.val == "" {
-			continue
-		}
-		a, err := netip.ParseAddrPort(f.val)
-		if err != nil || a.Addr().IsMulticast() != f.mcast {
-			kind := "a unicast address:port"
-			if f.mcast {
-				kind = "a multicast group:port"
-			}
-			return usageErr("%s %q: want %s", f.name, f.val, kind)
-		}
-		*f.dst = a
+	retrAddr, err := parseAddr("--retransmit", *retr, false)
+	if err != nil {
+		return err
+	}
+	repairG, err := parseAddr("--repair-group", *repair, true)
+	if err != nil {
+		return err
+	}
+	secondG, err := parseAddr("--secondary", *secondary, true)
+	if err != nil {
+		return err
 	}
 	icfg, impaired, err := imp.config()
 	if err != nil {
