@@ -420,7 +420,9 @@ func TestLossOlderThanCache(t *testing.T) {
 	k.mu.Lock()
 	took := k.lossAt[0].Sub(k.gapAt[0])
 	k.mu.Unlock()
-	require.GreaterOrEqual(t, took, 149*time.Millisecond, "not before the deadline (the gap's clock was read just before OnGap)")
+	// The detector's clock is read once per batch, before OnGap runs: allow
+	// for the batch's processing time (long under -race).
+	require.GreaterOrEqual(t, took, 120*time.Millisecond, "not before the deadline")
 	require.Less(t, took, 150*time.Millisecond+time.Second, "soon after it")
 	st := s.Stats()
 	require.EqualValues(t, 1, st.LostRanges)
