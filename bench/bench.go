@@ -1,0 +1,283 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mdbus/mdbus/wire"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterface   = "lo"
+	DefaultDuration    = 5 * time.Second
+	DefaultWarmup      = 500 * time.Millisecond
+	DefaultBatch       = 256
+	DefaultBuffer      = 4 << 20
+	DefaultSpin        = 2 * time.Millisecond
+	DefaultInterval    = time.Second
+	DefaultDrain       = 2 * time.Second
+	DefaultLatencyRate = 10_000
+	// MaxDuration bounds every run: a benchmark never runs unbounded.
+	MaxDuration = time.Hour
+	// MaxSubscribers bounds the subscribers of a throughput run.
+	MaxSubscribers = 64
+	// MaxRate bounds the offered rate in messages per second.
+	MaxRate = 1e9
+)
+
+// DefaultGroup is the first multicast group and port; each run takes the
+// next port (a round trip takes two groups) so that no run hears another's
+// late packets.
+var DefaultGroup = netip.MustParseAddrPort("239.255.77.1:41000")
+
+// Errors.
+var (
+	// ErrConfig matches every invalid Config or case.
+	ErrConfig = errors.New("bench: invalid config")
+	// ErrNotLoopback is returned for an interface other than loopback, or
+	// a TTL above 0, without Config.AllowNetwork.
+	ErrNotLoopback = errors.New("bench: refusing to send benchmark traffic beyond this host")
+	// ErrClosed is returned by a Bench after Close.
+	ErrClosed = errors.New("bench: closed")
+)
+
+// Config configures a Bench. The zero value of every field is its default.
+type Config struct {
+	// Command names the invocation in the report ("throughput", ...).
+	Command string
+	// Interface is where multicast is sent and joined; default "lo".
+	Interface string
+	// AllowNetwork permits an interface other than loopback and a TTL
+	// above 0. Without it New refuses them: benchmark traffic is heavy.
+	AllowNetwork bool
+	// TTL is the multicast TTL; default 0 (the packets stay on the host).
+	TTL int
+	// Group is the first group and port; default DefaultGroup.
+	Group netip.AddrPort
+	// Duration is how long each run sends; default 5 s, at most an hour.
+	Duration time.Duration
+	// Count, when positive, ends a run after this many messages (after
+	// the warm-up, for latency) if Duration has not ended it first.
+	Count int64
+	// Warmup is the start of each latency run that is sent but not
+	// recorded; default 500 ms, negative for none.
+	Warmup time.Duration
+	// PayloadSize is the largest MoldUDP64 packet; default
+	// wire.DefaultPayloadSizeIPv4 (1472, a 1500-byte MTU).
+	PayloadSize int
+	// Batch is how many messages a throughput sender hands over at once
+	// (PublishBatch; sendmmsg for raw); default 256.
+	Batch int
+	// ReadBuffer and WriteBuffer are the SO_RCVBUF/SO_SNDBUF requests;
+	// default 4 MiB (the kernel doubles it, capped by rmem_max/wmem_max).
+	ReadBuffer, WriteBuffer int
+	// Timestamps asks for kernel receive timestamps (SO_TIMESTAMPNS) to
+	// split latency into wire and receive-path time.
+	Timestamps bool
+	// Spin is how close to a latency message's send time the sender stops
+	// sleeping and busy-waits (Go's sleeps on Linux wake up to a
+	// millisecond late); default 2 ms, negative never spins.
+	Spin time.Duration
+	// Inline makes the mdbus publisher send on the publishing goroutine
+	// (publisher.Config.Inline) in latency runs; default true there, and
+	// false in throughput runs, where the sending goroutine packs better.
+	// Set NoInline to turn it off for latency runs too.
+	NoInline bool
+	// Recovery runs every mdbus case with its retransmitter (a cache fed
+	// by the publisher, a retransmit server, NAKs from the subscribers),
+	// not only the cases with loss, which always have it.
+	Recovery bool
+	// Interval is the length of each interval in the .hlog; default 1 s.
+	Interval time.Duration
+	// Drain is how long to wait for receivers after the sender stops;
+	// default 2 s.
+	Drain time.Duration
+	// Seed seeds message contents and the impairment layer; default 1.
+	Seed uint64
+	// Spawn returns the command that runs a separate-process subscriber
+	// with args (the child calls ChildMain with them). Default: this
+	// executable with "bench _child" and args.
+	Spawn func(args []string) *exec.Cmd
+	// Logger receives progress and warnings; default discards.
+	Logger *slog.Logger
+}
+
+type settings struct {
+	Config
+	ifi *net.Interface
+}
+
+func (c Config) settle() (settings, error) {
+	s := settings{Config: c}
+	bad := func(format string, a ...any) (settings, error) {
+		return s, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	if s.Interface == "" {
+		s.Interface = DefaultInterface
+	}
+	switch {
+	case s.Duration < 0:
+		return bad("duration %v is negative", s.Duration)
+	case s.Duration > MaxDuration:
+		return bad("duration %v is above the limit of %v", s.Duration, MaxDuration)
+	case s.Duration == 0:
+		s.Duration = DefaultDuration
+	}
+	if s.Count < 0 {
+		return bad("count %d is negative", s.Count)
+	}
+	switch {
+	case s.Warmup == 0:
+		s.Warmup = DefaultWarmup
+	case s.Warmup < 0:
+		s.Warmup = 0
+	case s.Warmup >= s.Duration:
+		return bad("warm-up %v is not shorter than the duration %v", s.Warmup, s.Duration)
+	}
+	switch {
+	case s.PayloadSize == 0:
+		s.PayloadSize = wire.DefaultPayloadSizeIPv4
+	case s.PayloadSize < wire.MinPayloadSize+StampLen || s.PayloadSize > wire.MaxPayloadSize:
+		return bad("payload size %d is outside %d..%d", s.PayloadSize, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
+	}
+	switch {
+	case s.Batch == 0:
+		s.Batch = DefaultBatch
+	case s.Batch < 0 || s.Batch > 65535:
+		return bad("batch %d is outside 1..65535", s.Batch)
+	}
+	for _, b := range []*int{&s.ReadBuffer, &s.WriteBuffer} {
+		switch {
+		case *b == 0:
+			*b = DefaultBuffer
+		case *b < 0 || *b > 1<<30:
+			return bad("socket buffer %d is outside 1..1 GiB", *b)
+		}
+	}
+	switch {
+	case s.Spin == 0:
+		s.Spin = DefaultSpin
+	case s.Spin < 0:
+		s.Spin = 0
+	}
+	switch {
+	case s.Interval == 0:
+		s.Interval = DefaultInterval
+	case s.Interval < 10*time.Millisecond:
+		return bad("interval %v is below 10ms", s.Interval)
+	}
+	switch {
+	case s.Drain == 0:
+		s.Drain = DefaultDrain
+	case s.Drain < 0 || s.Drain > time.Minute:
+		return bad("drain %v is outside 0..1m", s.Drain)
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if !s.Group.IsValid() {
+		s.Group = DefaultGroup
+	}
+	if !s.Group.Addr().IsMulticast() || s.Group.Port() == 0 {
+		return bad("group %s is not a multicast address with a port", s.Group)
+	}
+	if !s.Group.Addr().Is4() {
+		return bad("group %s: the benchmark uses IPv4 groups", s.Group)
+	}
+	if s.TTL < 0 || s.TTL > 255 {
+		return bad("TTL %d is outside 0..255", s.TTL)
+	}
+	ifi, err := net.InterfaceByName(s.Interface)
+	if err != nil {
+		return s, fmt.Errorf("%w: interface %q: %v", ErrConfig, s.Interface, err)
+	}
+	s.ifi = ifi
+	if !s.AllowNetwork {
+		if ifi.Flags&net.FlagLoopback == 0 {
+			return s, fmt.Errorf("%w: interface %s is not loopback (Config.AllowNetwork permits it)", ErrNotLoopback, s.Interface)
+		}
+		if s.TTL > 0 {
+			return s, fmt.Errorf("%w: TTL %d would let packets leave the host (Config.AllowNetwork permits it)", ErrNotLoopback, s.TTL)
+		}
+	}
+	if ifi.Flags&net.FlagMulticast == 0 {
+		return s, fmt.Errorf("%w: interface %s is not multicast-capable (inside the lab, lo is)", ErrConfig, s.Interface)
+	}
+	if s.Spawn == nil {
+		s.Spawn = defaultSpawn
+	}
+	s.Logger = quietLogger(s.Logger)
+	return s, nil
+}
+
+func defaultSpawn(args []string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	cmd := exec.Command(exe, append([]string{"bench", "_child"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// CheckOutput reports whether dir can hold the output files: it creates
+// the directory if needed and writes and removes a probe file.
+func CheckOutput(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench: output directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("bench: output directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// ParseRate parses a message rate: a number of messages per second with an
+// optional k or M suffix ("10k", "4M", "250000"), or "max" (0: as fast as
+// possible) when allowMax.
+func ParseRate(s string, allowMax bool) (float64, error) {
+	t := strings.TrimSpace(s)
+	if t == "max" || t == "0" {
+		if !allowMax {
+			return 0, fmt.Errorf("%w: rate %q: this benchmark needs a fixed rate (messages/s)", ErrConfig, s)
+		}
+		return 0, nil
+	}
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(t, "k"), strings.HasSuffix(t, "K"):
+		mult, t = 1e3, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"), strings.HasSuffix(t, "m"):
+		mult, t = 1e6, t[:len(t)-1]
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: rate %q: want messages per second like 10000, 10k or 4M", ErrConfig, s)
+	}
+	v *= mult
+	switch {
+	case v < 0 || v != v:
+		return 0, fmt.Errorf("%w: rate %q is negative", ErrConfig, s)
+	case v == 0 && !allowMax:
+		return 0, fmt.Errorf("%w: rate %q: this benchmark needs a positive rate", ErrConfig, s)
+	case v > MaxRate:
+		return 0, fmt.Errorf("%w: rate %q is above %g messages/s", ErrConfig, s, MaxRate)
+	}
+	return v, nil
+}

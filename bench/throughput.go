@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ThroughputCase is one throughput run: one publisher, Subscribers
+// subscribers.
+type ThroughputCase struct {
+	System System
+	// Sizes of the messages; the zero value is 64 bytes.
+	Sizes Sizes
+	// Rate is the offered rate in messages/s; 0 sends as fast as the
+	// sender can.
+	Rate float64
+	// Subscribers is the number of subscribers; default 1.
+	Subscribers int
+	// Processes runs each subscriber in its own process (Config.Spawn)
+	// instead of a goroutine of this one.
+	Processes bool
+	// Loss drops this fraction of the datagrams each subscriber receives
+	// (the impairment layer; mdbus then repairs them).
+	Loss float64
+	// Duration and Count override the Config's when positive.
+	Duration time.Duration
+	Count    int64
+}
+
+func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss float64, dur time.Duration, count int64) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case b.closed || b.finished:
+		return ErrClosed
+	case sys != Mdbus && sys != Raw:
+		return bad("unknown system %q", sys)
+	case rate < 0 || rate > MaxRate || rate != rate:
+		return bad("rate %g is outside 0..%g messages/s", rate, MaxRate)
+	case subs < 0 || subs > MaxSubscribers:
+		return bad("subscribers %d is outside 1..%d", subs, MaxSubscribers)
+	case loss < 0 || loss > 0.5 || loss != loss:
+		return bad("loss %g is outside 0..0.5", loss)
+	case dur < 0 || dur > MaxDuration:
+		return bad("duration %v is outside 0..%v", dur, MaxDuration)
+	case count < 0:
+		return bad("count %d is negative", count)
+	}
+	if sz.Spec != "" {
+		if sz.Min < StampLen {
+			return bad("messages of %d bytes are shorter than the %d-byte stamp", sz.Min, StampLen)
+		}
+		if sz.Max > b.MaxMessage(sys) {
+			return bad("messages of %d bytes do not fit a %d-byte payload (at most %d)", sz.Max, b.s.PayloadSize, b.MaxMessage(sys))
+		}
+	}
+	if loss > 0 && sys == Raw {
+		return bad("raw UDP has no recovery: loss applies to mdbus runs only")
+	}
+	return nil
+}
+
+func (b *Bench) newSender(sys System, p sendParams) (sender, error) {
+	p.ifi, p.ttl, p.payloadSize, p.writeBuffer, p.logger = b.s.ifi, b.s.TTL, b.s.PayloadSize, b.s.WriteBuffer, errLogger
+	if sys == Raw {
+		return newRawSender(p)
+	}
+	return newMdbusSender(p)
+}
+
+// recovery reports whether an mdbus run gets its retransmitter: with loss,
+// or when Config.Recovery asks for it.
+func (b *Bench) recovery(sys System, loss float64) bool {
+	return sys == Mdbus && (loss > 0 || b.s.Recovery)
+}
+
+// retransmitterOf is the address of snd's retransmit server, or "".
+func retransmitterOf(snd sender) string {
+	if m, ok := snd.(*mdbusSender); ok && m.srv != nil {
+		return m.retransmitter().String()
+	}
+	return ""
+}
+
+func (b *Bench) startSubs(ctx context.Context, specs []recvSpec, procs bool) ([]subHandle, error) {
+	var subs []subHandle
+	for _, sp := range specs {
+		if procs {
+			p, err := startProc(ctx, b.s.Spawn, sp, b.coll)
+			if err != nil {
+				stopAll(subs)
+				return nil, err
+			}
+			subs = append(subs, p)
+			continue
+		}
+		r, sk, err := startReceiver(sp, b.coll)
+		if err != nil {
+			stopAll(subs)
+			return nil, err
+		}
+		subs = append(subs, &localSub{name: sp.Name, r: r, sk: sk})
+	}
+	return subs, nil
+}
+
+func stopAll(subs []subHandle) {
+	for _, s := range subs {
+		_, _ = s.stop(0)
+	}
+}
+
+func (b *Bench) baseSpec(sys System, name string) recvSpec {
+	return recvSpec{
+		Name: name, System: sys, Interface: b.s.Interface, ReadBuffer: b.s.ReadBuffer,
+		Timestamps: b.s.Timestamps, Seed: b.s.Seed, Base: b.startMono, Interval: int64(b.s.Interval),
+	}
+}
+
+// Throughput runs c and adds its result to the report. An interrupted run
+// returns what it measured, marked Interrupted, and an error matching
+// context.Canceled.
+func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun, error) {
+	if c.Subscribers == 0 {
+		c.Subscribers = 1
+	}
+	dur, count := c.Duration, c.Count
+	if dur == 0 {
+		dur = b.s.Duration
+	}
+	if count == 0 {
+		count = b.s.Count
+	}
+	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count); err != nil {
+		return ThroughputRun{}, err
+	}
+	where := "goroutines"
+	if c.Processes {
+		where = "processes"
+	}
+	run := ThroughputRun{
+		Name:   fmt.Sprintf("%s %sB %s/s 1->%d %s", c.System, c.Sizes, rateName(c.Rate), c.Subscribers, where),
+		System: c.System, Size: c.Sizes.String(), Rate: c.Rate, Subscribers: c.Subscribers,
+		Processes: c.Processes, Loss: c.Loss,
+	}
+	if c.Loss > 0 {
+		run.Name += fmt.Sprintf(" loss %g%%", c.Loss*100)
+	}
+	ring := newRing(c.Sizes, b.s.Batch, b.s.Seed)
+	run.MeanSize = ring.meanSize()
+	group := b.groups(1)[0]
+	series := seriesName(string(c.System), "tput", c.Sizes.String()+"B", rateName(c.Rate), fmt.Sprintf("%dsub", c.Subscribers))
+	if c.Loss > 0 {
+		series += fmt.Sprintf("-loss%g", c.Loss)
+	}
+	var specs []recvSpec
+	for i := range c.Subscribers {
+		sp := b.baseSpec(c.System, fmt.Sprintf("sub%d", i+1))
+		sp.Group = group.String()
+		sp.BufSize = c.Sizes.Max
+		if sp.BufSize == 0 {
+			sp.BufSize = 64
+		}
+		sp.Loss, sp.Seed = c.Loss, b.s.Seed+uint64(i)
+		sp.SampleMask = 63
+		sp.Latency = true
+		sp.Series, sp.Tag = series, fmt.Sprintf("%s.s%d", series, i+1)
+		sp.Deadline = Now() + int64(dur+b.s.Drain+time.Minute)
+		specs = append(specs, sp)
+	}
+	cpu0 := cpuSeconds()
+	snd, err := b.newSender(c.System, sendParams{group: group, batch: b.s.Batch, recovery: b.recovery(c.System, c.Loss)})
+	if err != nil {
+		return run, err
+	}
+	defer snd.close()
+	for i := range specs {
+		specs[i].Retransmitter = retransmitterOf(snd)
+	}
+	subs, err := b.startSubs(ctx, specs, c.Processes)
+	if err != nil {
+		return run, err
+	}
+	time.Sleep(10 * time.Millisecond) // let the joins settle
+	// No busy-waiting here: on a small machine the spinning sender would
+	// take the CPU the publisher and subscribers need. The sender sleeps
+	// when ahead (Go's sleeps overshoot by up to a millisecond) and then
+	// sends what fell due in batches, so the average rate is exact and the
+	// bursts last at most about a millisecond.
+	sr := sendLoop(ctx, snd, ring, loopParams{rate: c.Rate, count: count, duration: dur, batch: b.s.Batch})
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.Drain)
+	defer cancel()
+	ferr := snd.finish(drainCtx)
+	var ends []<-chan struct{}
+	for _, s := range subs {
+		ends = append(ends, s.ended())
+	}
+	drainWait(drainCtx, ends)
+	run.Sent = Counts{Messages: sr.sent, Bytes: sr.bytes, Packets: snd.packets(), Seconds: float64(sr.end-sr.start) / 1e9}
+	run.Sent.rates()
+	run.Complete = sr.sent > 0
+	var errs []error
+	for _, s := range subs {
+		res, err := s.stop(sr.sent)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		res.rates()
+		res.Complete = res.Messages == sr.sent && res.Missing == 0 && res.Disorder == 0 && res.Lost == 0
+		if !res.Complete {
+			run.Complete = false
+		}
+		run.Subs = append(run.Subs, res)
+	}
+	run.CPUSeconds = cpuSeconds() - cpu0
+	for i, s := range run.Subs {
+		if i == 0 || s.MsgsPerSec < run.MinMsgsPerSec {
+			run.MinMsgsPerSec = s.MsgsPerSec
+		}
+	}
+	h, re := b.coll.total(series)
+	if h.TotalCount() > 0 {
+		p := percentiles(h, re)
+		run.Latency = &p
+	}
+	if h, re := b.coll.total(series + "-recovery"); h.TotalCount() > 0 {
+		p := percentiles(h, re)
+		run.Recovery = &p
+	}
+	run.Interrupted = sr.interrupted
+	err = errors.Join(append([]error{sr.err, ferr}, errs...)...)
+	run.Error = errString(err)
+	b.rep.Throughput = append(b.rep.Throughput, run)
+	if sr.interrupted {
+		return run, errors.Join(context.Canceled, err)
+	}
+	return run, err
+}

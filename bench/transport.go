@@ -1,0 +1,497 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/impair"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// sender is the publishing side of a run, mdbus or raw. It is used by one
+// goroutine.
+type sender interface {
+	// send sends msgs, each already stamped. The buffers may be reused
+	// once send returns.
+	send(msgs [][]byte) error
+	// finish sends what is pending and the end of the run (mdbus: end of
+	// session; raw: end-marker datagrams). Bounded by ctx.
+	finish(ctx context.Context) error
+	// close releases the socket; safe after finish, and alone.
+	close() error
+	// packets is the number of data datagrams sent so far.
+	packets() uint64
+}
+
+// receiver is the subscribing side of a run. Messages go to its sink on the
+// receiver's own goroutine.
+type receiver interface {
+	// ended is closed when the end of the run arrives.
+	ended() <-chan struct{}
+	// close stops receiving and waits for the receiving goroutine; the
+	// sink may be read afterwards.
+	close() error
+	// counters fills the kernel-drop, gap, repair, loss and packet counts.
+	counters(r *SubResult)
+}
+
+type sendParams struct {
+	group       netip.AddrPort
+	ifi         *net.Interface
+	ttl         int
+	payloadSize int
+	writeBuffer int
+	batch       int
+	inline      bool
+	// recovery adds the retransmitter: a cache fed by the publisher and a
+	// server answering re-requests on 127.0.0.1.
+	recovery bool
+	logger   *slog.Logger
+}
+
+// ---- mdbus ----
+
+type mdbusSender struct {
+	pub  *publisher.Publication
+	srv  *retransmit.Server // nil without recovery
+	once sync.Once
+	err  error
+}
+
+func newMdbusSender(p sendParams) (*mdbusSender, error) {
+	cfg := publisher.Config{
+		Group:        p.group,
+		Interface:    p.ifi.Name,
+		TTL:          p.ttl,
+		Session:      "BENCH",
+		PayloadSize:  p.payloadSize,
+		WriteBuffer:  p.writeBuffer,
+		Inline:       p.inline,
+		QueuePackets: 4096,
+		Logger:       p.logger,
+	}
+	s := &mdbusSender{}
+	if p.recovery {
+		cache := retransmit.NewCache(retransmit.CacheConfig{})
+		cfg.Sinks = []publisher.Sink{cache}
+		srv, err := retransmit.NewServer(retransmit.ServerConfig{
+			Listen:      netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0),
+			Sources:     []retransmit.Source{cache},
+			PayloadSize: p.payloadSize,
+			Logger:      p.logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bench: retransmit server: %w", err)
+		}
+		s.srv = srv
+	}
+	pub, err := publisher.New(cfg)
+	if err != nil {
+		if s.srv != nil {
+			s.srv.Close()
+		}
+		return nil, fmt.Errorf("bench: mdbus publisher: %w", err)
+	}
+	s.pub = pub
+	return s, nil
+}
+
+// retransmitter is the address subscribers send re-requests to, invalid
+// without recovery.
+func (s *mdbusSender) retransmitter() netip.AddrPort {
+	if s.srv == nil {
+		return netip.AddrPort{}
+	}
+	return s.srv.Addr()
+}
+
+func (s *mdbusSender) send(msgs [][]byte) error {
+	var err error
+	if len(msgs) == 1 {
+		_, err = s.pub.Publish(msgs[0])
+	} else {
+		_, err = s.pub.PublishBatch(msgs)
+	}
+	return err
+}
+
+func (s *mdbusSender) finish(ctx context.Context) error {
+	s.once.Do(func() {
+		ferr := s.pub.Flush(ctx)
+		cerr := s.pub.Close()
+		s.err = errors.Join(ferr, cerr)
+	})
+	return s.err
+}
+
+func (s *mdbusSender) close() error {
+	err := s.pub.Close()
+	if errors.Is(err, publisher.ErrClosed) {
+		err = nil
+	}
+	if s.srv != nil {
+		if serr := s.srv.Close(); serr != nil && !errors.Is(serr, net.ErrClosed) {
+			err = errors.Join(err, serr)
+		}
+		s.srv = nil
+	}
+	return err
+}
+
+func (s *mdbusSender) packets() uint64 { return s.pub.Stats().Packets }
+
+type recvParams struct {
+	group         netip.AddrPort
+	retransmitter netip.AddrPort // mdbus: where NAKs go; invalid: none
+	ifi           *net.Interface
+	readBuffer    int
+	bufSize       int // raw: the largest datagram expected
+	timestamps    bool
+	loss          float64
+	seed          uint64
+	logger        *slog.Logger
+}
+
+type mdbusReceiver struct {
+	sub     *subscriber.Subscriber
+	sink    *sink
+	end     chan struct{}
+	endOnce sync.Once
+	cnt     *countingConn
+}
+
+func newMdbusReceiver(p recvParams, sk *sink) (*mdbusReceiver, error) {
+	r := &mdbusReceiver{sink: sk, end: make(chan struct{})}
+	// The subscriber's defaults otherwise: without a retransmitter it
+	// declares a gap lost after its reorder window.
+	nc := nak.Config{Seed: p.seed}
+	sub, err := subscriber.New(subscriber.Config{
+		Group:         p.group,
+		Interface:     p.ifi.Name,
+		ReadBuffer:    p.readBuffer,
+		StartSeq:      1,
+		Retransmitter: p.retransmitter,
+		NAK:           nc,
+		OnMessage: func(m subscriber.Message) {
+			sk.message(m.Data, r.cnt.kernelTime(uint64(m.Seq)))
+		},
+		OnGap: func(g subscriber.Gap) { sk.gap(uint64(g.From), uint64(g.To), Now()) },
+		OnEnd: func(subscriber.StreamID, wire.Seq) { r.endOnce.Do(func() { close(r.end) }) },
+		Wrap: func(c sock.PacketConn) sock.PacketConn {
+			// The subscriber opens its socket without SO_TIMESTAMPNS
+			// today; the times are looked up only if it ever has them.
+			r.cnt = &countingConn{PacketConn: c, mold: true, stamps: p.timestamps}
+			if p.loss > 0 {
+				// Loss on the receiving side, after the kernel: the
+				// counter sees every datagram that arrived.
+				return impair.Receiver(impair.Config{Loss: p.loss, Seed: p.seed})(r.cnt)
+			}
+			return r.cnt
+		},
+		Logger: p.logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: mdbus subscriber: %w", err)
+	}
+	r.sub = sub
+	return r, nil
+}
+
+func (r *mdbusReceiver) ended() <-chan struct{} { return r.end }
+
+func (r *mdbusReceiver) close() error {
+	err := r.sub.Close()
+	if errors.Is(err, subscriber.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (r *mdbusReceiver) counters(res *SubResult) {
+	st := r.sub.Stats()
+	res.KernelDrops = st.KernelDrops
+	res.Gaps = st.Gaps
+	res.Repairs = st.Recovered
+	// Messages never delivered, from the benchmark's own count (it checks
+	// the subscriber's LostMessages).
+	res.Lost = max(r.sink.missing, st.LostMessages)
+	res.Packets = r.cnt.data.Load()
+	for i, n := range st.Drops {
+		if n > 0 {
+			if res.Drops == nil {
+				res.Drops = map[string]uint64{}
+			}
+			res.Drops[subscriber.DropReason(i).String()] = n
+		}
+	}
+}
+
+// countingConn wraps a receiving socket to count data datagrams and, when
+// kernel timestamps are on, remember the kernel receive time of the packets
+// of the last batch, for the split of latency at the kernel. The subscriber
+// delivers a batch's messages right after reading it, but deliveries can
+// also come from its other goroutines (repairs), so the times are guarded.
+type countingConn struct {
+	sock.PacketConn
+	mold   bool
+	stamps bool
+	data   atomic.Uint64
+	mu     sync.Mutex
+	kt     []ktRange // guarded by mu
+}
+
+type ktRange struct {
+	first, next uint64
+	t           int64
+}
+
+func (c *countingConn) ReadBatch(b *sock.Batch) (int, error) {
+	n, err := c.PacketConn.ReadBatch(b)
+	if n <= 0 {
+		return n, err
+	}
+	if c.stamps {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.kt = c.kt[:0]
+	}
+	var data uint64
+	for i := range b.Msgs[:n] {
+		m := &b.Msgs[i]
+		if !c.mold {
+			data++
+			continue
+		}
+		h, herr := wire.ParseHeader(m.Buf)
+		if herr != nil || h.IsHeartbeat() || h.IsEndOfSession() {
+			continue
+		}
+		data++
+		if c.stamps && m.KernelTime != 0 {
+			c.kt = append(c.kt, ktRange{uint64(h.Seq), uint64(h.Next()), m.KernelTime})
+		}
+	}
+	c.data.Add(data)
+	return n, err
+}
+
+// kernelTime returns the kernel receive time (CLOCK_REALTIME ns) of the
+// packet of the last batch that carried seq, or 0.
+func (c *countingConn) kernelTime(seq uint64) int64 {
+	if c == nil || !c.stamps {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.kt {
+		if seq >= r.first && seq < r.next {
+			return r.t
+		}
+	}
+	return 0
+}
+
+// ---- raw UDP ----
+
+type rawSender struct {
+	conn  *sock.Conn
+	batch *sock.Batch
+	group netip.AddrPort
+	sent  uint64
+	done  bool
+}
+
+func newRawSender(p sendParams) (*rawSender, error) {
+	src := netip.IPv4Unspecified()
+	if p.group.Addr().Is6() {
+		src = netip.IPv6Unspecified()
+	}
+	c, err := sock.Open(sock.Config{
+		Local:       netip.AddrPortFrom(src, 0),
+		Interface:   p.ifi,
+		TTL:         p.ttl,
+		Loopback:    true,
+		WriteBuffer: p.writeBuffer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: raw sender: %w", err)
+	}
+	return &rawSender{conn: c, batch: sock.NewBatch(max(p.batch, 1), 0), group: p.group}, nil
+}
+
+func (s *rawSender) send(msgs [][]byte) error {
+	for len(msgs) > 0 {
+		n := min(len(msgs), len(s.batch.Msgs))
+		for i := range n {
+			s.batch.Msgs[i].Buf = msgs[i]
+			s.batch.Msgs[i].Addr = s.group
+		}
+		k, err := s.conn.WriteBatch(s.batch, n)
+		s.sent += uint64(k)
+		if err != nil {
+			return fmt.Errorf("bench: raw send: %w", err)
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}
+
+// finish sends three end markers a millisecond apart (a lone datagram can
+// be dropped like any other).
+func (s *rawSender) finish(ctx context.Context) error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	var end [StampLen]byte
+	PutStamp(end[:], Now(), endSeq)
+	for i := range 3 {
+		if err := s.conn.WriteTo(end[:], s.group); err != nil {
+			return fmt.Errorf("bench: raw end marker: %w", err)
+		}
+		if i < 2 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (s *rawSender) close() error {
+	if err := s.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+func (s *rawSender) packets() uint64 { return s.sent }
+
+// openRawReceiver opens a socket joined to the group, as a subscriber does.
+func openRawReceiver(p recvParams) (*sock.Conn, error) {
+	wild := netip.IPv4Unspecified()
+	if p.group.Addr().Is6() {
+		wild = netip.IPv6Unspecified()
+	}
+	c, err := sock.Open(sock.Config{
+		Local:      netip.AddrPortFrom(wild, p.group.Port()),
+		ReusePort:  true,
+		ReadBuffer: p.readBuffer,
+		Timestamps: p.timestamps,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: raw receiver: %w", err)
+	}
+	if err := c.Join(p.ifi, p.group.Addr(), netip.Addr{}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("bench: raw receiver: %w", err)
+	}
+	return c, nil
+}
+
+type rawReceiver struct {
+	conn    *sock.Conn
+	pc      sock.PacketConn
+	batch   *sock.Batch
+	group   netip.Addr
+	sink    *sink
+	end     chan struct{}
+	done    chan struct{}
+	closed  atomic.Bool
+	once    sync.Once
+	drops   uint64
+	packets uint64
+	err     error
+}
+
+const rawBatch = 64
+
+func newRawReceiver(p recvParams, sk *sink) (*rawReceiver, error) {
+	c, err := openRawReceiver(p)
+	if err != nil {
+		return nil, err
+	}
+	r := &rawReceiver{
+		conn: c, pc: c, batch: sock.NewBatch(rawBatch, p.bufSize+1), group: p.group.Addr(),
+		sink: sk, end: make(chan struct{}), done: make(chan struct{}),
+	}
+	go r.run()
+	return r, nil
+}
+
+func (r *rawReceiver) run() {
+	defer close(r.done)
+	for {
+		n, err := r.pc.ReadBatch(r.batch)
+		if err != nil {
+			if r.closed.Load() {
+				return
+			}
+			if sock.IsTimeout(err) {
+				continue
+			}
+			r.err = fmt.Errorf("bench: raw receive: %w", err)
+			return
+		}
+		for i := range r.batch.Msgs[:n] {
+			m := &r.batch.Msgs[i]
+			if m.Truncated || (m.Dst.IsValid() && m.Dst.Unmap() != r.group) {
+				continue
+			}
+			if _, seq, ok := ParseStamp(m.Buf); ok && seq == endSeq {
+				r.once.Do(func() { close(r.end) })
+				continue
+			}
+			r.packets++
+			r.sink.message(m.Buf, m.KernelTime)
+		}
+		r.drops = uint64(r.batch.Drops)
+	}
+}
+
+func (r *rawReceiver) ended() <-chan struct{} { return r.end }
+
+func (r *rawReceiver) close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	r.conn.Close()
+	<-r.done
+	return r.err
+}
+
+func (r *rawReceiver) counters(res *SubResult) {
+	res.KernelDrops = r.drops
+	res.Packets = r.packets
+	res.Lost = r.sink.missing
+}
+
+// quietLogger returns l, or a logger that discards everything.
+func quietLogger(l *slog.Logger) *slog.Logger {
+	if l != nil {
+		return l
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// stderrW is where child processes' standard error and errLogger go.
+var stderrW io.Writer = os.Stderr
+
+// errLogger passes the bus's errors (not its warnings) to standard error.
+var errLogger = slog.New(slog.NewTextHandler(stderrW, &slog.HandlerOptions{Level: slog.LevelError}))
