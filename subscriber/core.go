@@ -318,6 +318,10 @@ func (c *core) data(s *stream, p wire.Packet) {
 		c.drop(DropDuplicate)
 		return
 	case holdFull:
+		if c.overflow(s) {
+			c.data(s, p) // there is room now, or p is in order
+			return
+		}
 		c.drop(DropReorderFull)
 		gapEnd = end // its messages are missing too
 	default:
@@ -325,6 +329,29 @@ func (c *core) data(s *stream, p wire.Packet) {
 	}
 	c.reportGap(s, gapEnd)
 	s.horizon = max(s.horizon, end)
+}
+
+// overflow makes room in the full reorder buffer of s by giving up its
+// oldest gap, [next, first held packet), as a Loss. The buffer is the
+// stream's budget of waiting: dropping the newer packet instead would only
+// turn it into a gap of its own, and at high rates every following packet
+// too, a cascade that loses far more than the one gap. It reports whether
+// it made room.
+//
+// Only a subscriber that sends no NAKs does this: with a retransmitter the
+// dropped packet can still be recovered, so the gap is kept.
+func (c *core) overflow(s *stream) bool {
+	if c.cfg.sendNAKs || len(s.held) == 0 || s.stopped || s.held[0].seq <= s.next {
+		return false
+	}
+	r := nak.Range{From: s.next, To: s.held[0].seq}
+	if s.nak != nil {
+		s.nak.OnReceived(c.now, r) // stop asking for it
+	}
+	c.st.ReorderOverflows++
+	addLost(s, r)
+	c.advance(s)
+	return true
 }
 
 // deliver hands the messages of p from s.next on to the application and

@@ -93,7 +93,9 @@ func TestReorderOverlappingHeld(t *testing.T) {
 
 func TestReorderBufferFull(t *testing.T) {
 	const bound = 4
-	h := newHarness(t, Config{ReorderPackets: bound})
+	// With a retransmitter the gap is kept and the newest packet dropped:
+	// it can still be repaired.
+	h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 3+bound; s++ {
 		h.feed(srcA, pkt(sessA, s, 1))
@@ -115,6 +117,30 @@ func TestReorderBufferFull(t *testing.T) {
 	require.EqualValues(t, 2, st.Gaps)
 	require.EqualValues(t, 1+5, st.GapMessages)
 	onlyDrops(t, st, map[DropReason]uint64{DropReorderFull: 2})
+}
+
+var testRetransmitter = netip.MustParseAddrPort("127.0.0.1:9")
+
+// TestReorderOverflowWithoutRecovery: with nothing that could repair a gap,
+// a full reorder buffer gives up its oldest gap (a Loss) instead of
+// dropping the newer packet, which would only make a gap of its own.
+func TestReorderOverflowWithoutRecovery(t *testing.T) {
+	const bound = 4
+	h := newHarness(t, Config{ReorderPackets: bound})
+	h.feed(srcA, pkt(sessA, 1, 1))
+	for s := wire.Seq(3); s < 3+bound; s++ {
+		h.feed(srcA, pkt(sessA, s, 1))
+	}
+	require.Equal(t, bound, h.stream(srcA, sessA).Held)
+	h.feed(srcA, pkt(sessA, 7, 2)) // full: [2,3) is given up, everything else delivered
+	require.Equal(t, append([]wire.Seq{1}, seqRange(3, 9)...), h.seqs(srcA, sessA))
+	id := StreamID{srcA, sessA}
+	require.Equal(t, []Loss{{id, 2, 3}}, h.losses)
+	st := h.stats()
+	require.EqualValues(t, 1, st.ReorderOverflows)
+	require.EqualValues(t, 1, st.LostMessages)
+	require.Zero(t, h.stream(srcA, sessA).Held)
+	onlyDrops(t, st, nil)
 }
 
 func TestNoReorderBuffer(t *testing.T) {
@@ -459,7 +485,7 @@ func TestRandomized(t *testing.T) {
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 99))
 			bound := 1 + rng.IntN(32)
-			h := newHarness(t, Config{ReorderPackets: bound})
+			h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
 			var all []sent
 			for _, id := range ids {
 				seq := wire.Seq(1)

@@ -186,6 +186,9 @@ type Stats struct {
 	Gaps, GapMessages uint64
 	// Reordered is the packets that went through a reorder buffer.
 	Reordered uint64
+	// ReorderOverflows counts the gaps given up (reported as a Loss) to
+	// make room in a full reorder buffer.
+	ReorderOverflows uint64
 	// Held is the packets in reorder buffers now (all streams); HeldMax
 	// is the most one stream has held at once (at most
 	// Config.ReorderPackets).
