@@ -186,14 +186,15 @@ func newMdbusReceiver(p recvParams, sk *sink) (*mdbusReceiver, error) {
 		StartSeq:      1,
 		Retransmitter: p.retransmitter,
 		NAK:           nc,
+		Timestamps:    p.timestamps,
 		OnMessage: func(m subscriber.Message) {
 			sk.message(m.Data, r.cnt.kernelTime(uint64(m.Seq)))
 		},
 		OnGap: func(g subscriber.Gap) { sk.gap(uint64(g.From), uint64(g.To), Now()) },
 		OnEnd: func(subscriber.StreamID, wire.Seq) { r.endOnce.Do(func() { close(r.end) }) },
 		Wrap: func(c sock.PacketConn) sock.PacketConn {
-			// The subscriber opens its socket without SO_TIMESTAMPNS
-			// today; the times are looked up only if it ever has them.
+			// With Timestamps the feed socket carries SO_TIMESTAMPNS
+			// times: remember them per packet for the wire/receive split.
 			r.cnt = &countingConn{PacketConn: c, mold: true, stamps: p.timestamps}
 			if p.loss > 0 {
 				// Loss on the receiving side, after the kernel: the

@@ -74,6 +74,10 @@ type Config struct {
 	// Retransmitter drops the newer packet (and asks for it later); one
 	// without gives up its oldest gap (Stats.ReorderOverflows).
 	ReorderPackets int
+	// Timestamps asks the kernel for receive timestamps (SO_TIMESTAMPNS)
+	// on the feed sockets, for a Wrap that reads sock.Message.KernelTime
+	// (the benchmarks split wire time from receive-path time with it).
+	Timestamps bool
 	// MaxGap is how far ahead of the next expected sequence, in messages,
 	// a packet, heartbeat or end of session may be; beyond it is dropped
 	// (DropSeqJump). Default 1<<20.
@@ -424,6 +428,7 @@ func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.A
 		Local:      netip.AddrPortFrom(wild, g.Port()),
 		ReusePort:  true,
 		ReadBuffer: cfg.ReadBuffer,
+		Timestamps: cfg.Timestamps,
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("subscriber: %w", err)
