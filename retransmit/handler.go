@@ -175,7 +175,9 @@ func (h *handler) refuse(r Reason) { h.st.refused[r].Add(1) }
 // that it was larger than the receive buffer. Answers are queued; call
 // flush to send what is left.
 func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip.AddrPort) {
-	h.st.requests.Add(1)
+	// Counted last, and read first by Stats: a snapshot that shows a
+	// request also shows its verdict.
+	defer h.st.requests.Add(1)
 	src := from.Addr().Unmap()
 	if !validSource(src, from.Port()) {
 		h.refuse(ReasonBadSource)
