@@ -665,6 +665,22 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 	return bad, firstErr
 }
 
+// controlLocked takes the sending role and sends a heartbeat or end of
+// session built by appendPkt, counting it in sent. Called with p.mu held;
+// returns with it held.
+func (p *Publication) controlLocked(appendPkt func([]byte, wire.Session, wire.Seq) []byte, sent *atomic.Uint64) {
+	p.sending = true
+	p.mu.Unlock()
+	p.ctl = appendPkt(p.ctl[:0], p.s.session, p.sentNext)
+	err := p.sendControl(p.ctl)
+	if err == nil {
+		sent.Add(1)
+	}
+	p.mu.Lock()
+	p.sending = false
+	p.latchControlLocked(err)
+}
+
 // sendControl sends one heartbeat or end-of-session packet. Called by the
 // holder of the sending role, who counts a failure after latching it.
 func (p *Publication) sendControl(pkt []byte) error {
@@ -704,16 +720,7 @@ func (p *Publication) run() {
 			continue
 		}
 		if p.quitting && !p.sending {
-			p.sending = true
-			p.mu.Unlock()
-			p.ctl = wire.AppendEndOfSession(p.ctl[:0], p.s.session, p.sentNext)
-			err := p.sendControl(p.ctl)
-			if err == nil {
-				p.st.endOfSession.Add(1)
-			}
-			p.mu.Lock()
-			p.sending = false
-			p.latchControlLocked(err)
+			p.controlLocked(wire.AppendEndOfSession, &p.st.endOfSession)
 			p.mu.Unlock()
 			return
 		}
@@ -721,16 +728,7 @@ func (p *Publication) run() {
 		if hb > 0 && !p.quitting {
 			d := hb - monotime.Since(monotime.Time(p.lastSend.Load()))
 			if d <= 0 && !p.sending {
-				p.sending = true
-				p.mu.Unlock()
-				p.ctl = wire.AppendHeartbeat(p.ctl[:0], p.s.session, p.sentNext)
-				err := p.sendControl(p.ctl)
-				if err == nil {
-					p.st.heartbeats.Add(1)
-				}
-				p.mu.Lock()
-				p.sending = false
-				p.latchControlLocked(err)
+				p.controlLocked(wire.AppendHeartbeat, &p.st.heartbeats)
 				continue
 			}
 			if d <= 0 { // another goroutine is sending: look again later
