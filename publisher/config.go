@@ -91,6 +91,19 @@ type Config struct {
 	// previous send is still running. Sinks are then also called on
 	// publishing goroutines. Default false.
 	Inline bool
+	// Linger is how long a partly filled packet may wait for more
+	// messages before the sending goroutine sends it. Zero (the default)
+	// sends whatever is pending as soon as the sender is free: the lowest
+	// latency, but a publisher that is not far ahead of the sender then
+	// sends many small packets, and each packet costs the kernel (and
+	// every subscriber) about as much as a full one. A throughput-bound
+	// publisher (a metrics relay, a bulk replay, a benchmark) sets a
+	// Linger of tens of microseconds to a millisecond: packets leave
+	// full, or when the oldest message in them has waited Linger. A full
+	// packet, Flush and Close never wait. Linger cannot be combined with
+	// Inline (which exists for the opposite trade) and is at most
+	// MaxLinger.
+	Linger time.Duration
 	// Sinks are offered every data packet; see Sink.
 	Sinks []Sink
 	// Wrap, when set, wraps the socket, for example with the impairment
@@ -110,6 +123,8 @@ const (
 	// MaxBatchPackets is the kernel's limit on messages per sendmmsg
 	// (UIO_MAXIOV).
 	MaxBatchPackets = 1024
+	// MaxLinger bounds Config.Linger.
+	MaxLinger       = time.Second
 	maxRingBytes    = 16 << 20
 	minQueuePackets = 16
 )
@@ -198,6 +213,12 @@ func (c Config) settle() (settings, error) {
 	}
 	if s.RateMessages < 0 || s.RateBytes < 0 || s.RateMessages != s.RateMessages || s.RateBytes != s.RateBytes {
 		return s, fmt.Errorf("%w: negative or NaN rate (RateMessages %g, RateBytes %g)", ErrConfig, s.RateMessages, s.RateBytes)
+	}
+	switch {
+	case s.Linger < 0 || s.Linger > MaxLinger:
+		return s, fmt.Errorf("%w: Linger %v out of range 0..%v", ErrConfig, s.Linger, MaxLinger)
+	case s.Linger > 0 && s.Inline:
+		return s, fmt.Errorf("%w: Linger and Inline cannot be combined (Inline sends each Publish at once; Linger waits to fill packets)", ErrConfig)
 	}
 	if s.WriteBuffer == 0 {
 		s.WriteBuffer = DefaultWriteBuffer

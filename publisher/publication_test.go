@@ -417,6 +417,9 @@ func TestConfigErrors(t *testing.T) {
 		{"batch", publisher.Config{Group: g, BatchPackets: 2000}, publisher.ErrConfig, "BatchPackets"},
 		{"queue", publisher.Config{Group: g, QueuePackets: -1}, publisher.ErrConfig, "QueuePackets"},
 		{"rate", publisher.Config{Group: g, RateBytes: -5}, publisher.ErrConfig, "rate"},
+		{"linger-negative", publisher.Config{Group: g, Linger: -1}, publisher.ErrConfig, "Linger"},
+		{"linger-long", publisher.Config{Group: g, Linger: publisher.MaxLinger + 1}, publisher.ErrConfig, "Linger"},
+		{"linger-inline", publisher.Config{Group: g, Linger: time.Millisecond, Inline: true}, publisher.ErrConfig, "Inline"},
 		{"nil-sink", publisher.Config{Group: g, Sinks: []publisher.Sink{nil}}, publisher.ErrConfig, "Sinks[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,107 @@
+package publisher_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLingerFillsPackets publishes messages one by one, slower than the
+// sender sends: without Linger each goes out alone; with it they share
+// packets, and the partial packet still leaves after Linger.
+func TestLingerFillsPackets(t *testing.T) {
+	netlab.Require(t)
+	for i, tc := range []struct {
+		name   string
+		linger time.Duration
+	}{{"no-linger", 0}, {"linger", 200 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.40"), uint16(31400+i))
+			rx := listen(t, group, "lo")
+			p := open(t, publisher.Config{Group: group, Linger: tc.linger, HeartbeatInterval: -1})
+			const n = 10
+			start := time.Now()
+			for k := range n {
+				_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, 20))
+				require.NoError(t, err)
+				time.Sleep(2 * time.Millisecond) // far longer than a send
+			}
+			pkts := rx.data(5*time.Second, n)
+			arrived := time.Since(start)
+			msgs := checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
+			require.Len(t, msgs, n)
+			if tc.linger == 0 {
+				require.Greater(t, len(pkts), n/2, "without Linger a lone message goes out at once")
+				return
+			}
+			require.Len(t, pkts, 1, "with Linger the messages share one packet")
+			require.GreaterOrEqual(t, arrived, tc.linger, "the partial packet waited for Linger")
+			require.Less(t, arrived, tc.linger+2*time.Second, "the partial packet left after Linger")
+		})
+	}
+}
+
+// TestLingerFullPacketsAndFlush: full packets never wait; Flush and Close
+// send the partial one at once.
+func TestLingerFullPacketsAndFlush(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.10.0.41:31410")
+	rx := listen(t, group, "lo")
+	p := open(t, publisher.Config{Group: group, Linger: publisher.MaxLinger, HeartbeatInterval: -1})
+	const size = 50
+	perPacket := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (size + wire.MsgLenLen)
+	n := 2*perPacket + 3
+	start := time.Now()
+	for k := range n {
+		_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, size))
+		require.NoError(t, err)
+	}
+	full := rx.data(5*time.Second, wire.Seq(2*perPacket))
+	require.Len(t, full, 2)
+	require.Less(t, time.Since(start), publisher.MaxLinger/2, "full packets do not linger")
+	rx.silent(100 * time.Millisecond) // the partial third packet lingers
+
+	fstart := time.Now()
+	require.NoError(t, p.Flush(context.Background()))
+	require.Less(t, time.Since(fstart), publisher.MaxLinger/2, "Flush does not wait for Linger")
+	last := rx.data(5*time.Second, wire.Seq(n))
+	require.Len(t, last, 1)
+	require.Equal(t, 3, last[0].MessageCount())
+
+	// Close sends a lingering packet at once, then the end of session.
+	_, err := p.Publish([]byte("last"))
+	require.NoError(t, err)
+	cstart := time.Now()
+	require.NoError(t, p.Close())
+	require.Less(t, time.Since(cstart), publisher.MaxLinger/2, "Close does not wait for Linger")
+	got := rx.until(5*time.Second, func(pk packet) bool { return pk.IsEndOfSession() })
+	require.GreaterOrEqual(t, len(got), 2)
+	require.Equal(t, wire.Seq(n+1), got[0].Seq)
+	require.Equal(t, [][]byte{[]byte("last")}, got[0].msgs)
+}
+
+// TestLingerUnderLoad: a tight publishing loop with Linger sends nothing
+// but full packets, except the last.
+func TestLingerUnderLoad(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.10.0.42:31420")
+	rx := listen(t, group, "lo")
+	p := open(t, publisher.Config{Group: group, Linger: 100 * time.Millisecond})
+	const n, size = 5000, 40
+	msg := make([]byte, size)
+	for range n {
+		_, err := p.Publish(msg)
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Flush(context.Background()))
+	pkts := rx.data(5*time.Second, n)
+	checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
+	perPacket := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (size + wire.MsgLenLen)
+	require.Len(t, pkts, (n+perPacket-1)/perPacket, "every packet but the last is full")
+}
