@@ -1,7 +1,11 @@
 // Package netlab is the private network lab: it runs a process inside a new
 // user and network namespace (Linux CLONE_NEWUSER|CLONE_NEWNET, no root
 // needed where unprivileged user namespaces are allowed), so that nothing it
-// sends can reach a real network.
+// sends can reach a real network. A root caller gets a plain network
+// namespace instead (CLONE_NEWNET alone), equally private: it differs from
+// the architecture's user+network namespace only in keeping the host's
+// capabilities, which lets benchmark sockets use SO_RCVBUFFORCE (see
+// Reexec).
 //
 // Inside the lab:
 //
@@ -107,7 +111,8 @@ func Require(t T) {
 }
 
 // Reexec runs args (args[0] is ignored: the running executable is used)
-// inside a new user and network namespace, with this process's standard
+// inside a new network namespace (and user namespace, unless the caller is
+// root: see start), with this process's standard
 // streams and environment plus env, and returns the child's exit code.
 // The error is non-nil only when the child could not be started.
 func Reexec(args []string, env []string) (int, error) {
@@ -115,20 +120,9 @@ func Reexec(args []string, env []string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("netlab: find own executable: %w", err)
 	}
-	cmd := exec.Command(exe, args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(append(os.Environ(), env...), envIn+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-		GidMappingsEnableSetgroups: false,
-		Pdeathsig:                  syscall.SIGKILL,
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("netlab: cannot create a user+network namespace (%w); "+
-			"enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "+
-			"or kernel.apparmor_restrict_unprivileged_userns=0) or run as root", err)
+	cmd, err := start(exe, args[1:], env, os.Geteuid() == 0)
+	if err != nil {
+		return 0, err
 	}
 	relay := relaySignals(cmd.Process)
 	defer relay()
@@ -144,6 +138,47 @@ func Reexec(args []string, env []string) (int, error) {
 		return 0, fmt.Errorf("netlab: wait for lab process: %w", err)
 	}
 	return 0, nil
+}
+
+// start starts exe with args in a new network namespace. A root caller
+// gets a plain network namespace (CLONE_NEWNET): it keeps the host's
+// capabilities, so the lab's sockets may use SO_RCVBUFFORCE to get the
+// receive buffers a feed handler is given in production, beyond
+// net.core.rmem_max (a user namespace cannot; rmem_max itself is not per
+// namespace and the lab never changes it). Everyone else, or a root
+// caller the kernel refuses, gets a new user namespace as well, mapping
+// the caller to root inside it.
+func start(exe string, args, env []string, root bool) (*exec.Cmd, error) {
+	if root {
+		cmd := command(exe, args, env, true)
+		if err := cmd.Start(); err == nil {
+			return cmd, nil
+		}
+	}
+	cmd := command(exe, args, env, false)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("netlab: cannot create a user+network namespace (%w); "+
+			"enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "+
+			"or kernel.apparmor_restrict_unprivileged_userns=0) or run as root", err)
+	}
+	return cmd, nil
+}
+
+// command is exe with args to run in a new network namespace, and unless
+// plain in a new user namespace too, with this process's standard streams
+// and environment plus env.
+func command(exe string, args, env []string, plain bool) *exec.Cmd {
+	cmd := exec.Command(exe, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(append(os.Environ(), env...), envIn+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	if !plain {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	return cmd
 }
 
 // Setup configures the network of the namespace this process is in. It

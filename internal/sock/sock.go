@@ -71,7 +71,12 @@ type Config struct {
 	// what this socket sends.
 	Loopback bool
 	// ReadBuffer and WriteBuffer request SO_RCVBUF and SO_SNDBUF bytes;
-	// 0 keeps the kernel default.
+	// 0 keeps the kernel default. The kernel caps a request at
+	// net.core.rmem_max (wmem_max); when it does and the process holds
+	// CAP_NET_ADMIN in the host's user namespace, Open asks again with
+	// SO_RCVBUFFORCE (SO_SNDBUFFORCE), which is not capped, as a feed
+	// handler run with that capability does. Without it the capped size
+	// stays.
 	ReadBuffer, WriteBuffer int
 	// Timestamps asks for kernel receive timestamps (SO_TIMESTAMPNS).
 	Timestamps bool
@@ -84,7 +89,8 @@ type Conn struct {
 	sys connSys
 	// ReadBufferGranted and WriteBufferGranted are the buffer sizes the
 	// kernel granted (it doubles the request and caps it at
-	// net.core.rmem_max / wmem_max); read back after Open.
+	// net.core.rmem_max / wmem_max unless forced, see Config); read back
+	// after Open.
 	ReadBufferGranted, WriteBufferGranted int
 }
 

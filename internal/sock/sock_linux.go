@@ -136,8 +136,8 @@ func (c *Conn) setup(cfg Config) error {
 				return
 			}
 		}
-		c.ReadBufferGranted, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		c.WriteBufferGranted, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		c.ReadBufferGranted = forceBuffer(int(fd), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.ReadBuffer)
+		c.WriteBufferGranted = forceBuffer(int(fd), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.WriteBuffer)
 	})
 	if err != nil {
 		return err
@@ -356,4 +356,21 @@ func parseOOB(oob []byte, m *Message, b *Batch) {
 		}
 		oob = oob[next:]
 	}
+}
+
+// forceBuffer returns the size of the buffer option opt after a request of
+// want bytes was made with it. When the kernel capped the request (it
+// grants twice the request, up to net.core.rmem_max or wmem_max), it asks
+// again with force (SO_RCVBUFFORCE, SO_SNDBUFFORCE), which only a process
+// holding CAP_NET_ADMIN in the host's user namespace may use; EPERM leaves
+// the capped size.
+func forceBuffer(fd, opt, force, want int) int {
+	got, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
+	if want <= 0 || got >= 2*want {
+		return got
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, want) == nil {
+		got, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
+	}
+	return got
 }

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +97,35 @@ func TestBatchZeroAlloc(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs)
+}
+
+// TestReadBufferForced: a request above net.core.rmem_max is granted in
+// full where the process may force it (root in the host's user namespace,
+// as in the lab of a root caller) and capped elsewhere, never refused.
+func TestReadBufferForced(t *testing.T) {
+	netlab.Require(t)
+	const want = 16 << 20
+	c, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0"), ReadBuffer: want, WriteBuffer: want})
+	require.NoError(t, err)
+	defer c.Close()
+	rmemMax := readInt(t, "/proc/sys/net/core/rmem_max")
+	uidMap, err := os.ReadFile("/proc/self/uid_map")
+	require.NoError(t, err)
+	hostRoot := os.Geteuid() == 0 && strings.Join(strings.Fields(string(uidMap)), " ") == "0 0 4294967295"
+	t.Logf("rmem_max %d, host root %v: granted read %d, write %d", rmemMax, hostRoot, c.ReadBufferGranted, c.WriteBufferGranted)
+	if hostRoot {
+		require.Equal(t, 2*want, c.ReadBufferGranted, "forced beyond rmem_max")
+		require.Equal(t, 2*want, c.WriteBufferGranted, "forced beyond wmem_max")
+		return
+	}
+	require.GreaterOrEqual(t, c.ReadBufferGranted, min(2*want, 2*rmemMax))
+}
+
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	return n
 }
