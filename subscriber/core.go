@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/mdbus/mdbus/internal/monotime"
@@ -54,6 +55,10 @@ type coreConfig struct {
 	ab         bool       // A/B: streams keyed by session only
 	nak        nak.Config // for every stream's detector (Seed is derived per stream)
 	sendNAKs   bool       // a Retransmitter is configured
+	// fullGrace is how long a full reorder buffer of a subscriber that
+	// sends NAKs drops newer packets before it gives up its oldest gap
+	// (see overflow).
+	fullGrace  time.Duration
 	lossPolicy LossPolicy
 	onMessage  func(Message)
 	onGap      func(Gap)
@@ -104,6 +109,7 @@ type stream struct {
 	next       wire.Seq // next sequence to deliver
 	horizon    wire.Seq // one past the highest sequence seen or reported missing; >= next
 	end        wire.Seq // end of session; InvalidSeq until known
+	jumpAt     wire.Seq // a sequence seen beyond MaxGap, waiting for a second to confirm it (resync)
 	ended      bool
 	superseded bool
 	stopped    bool // LossStop after a loss
@@ -127,8 +133,9 @@ type stream struct {
 // heldPacket is a copy of a packet that arrived ahead of next.
 type heldPacket struct {
 	seq, end wire.Seq
-	buf      []byte // the whole packet, re-parsed when delivered
-	feed     Feed   // where it came from
+	buf      []byte        // the whole packet, re-parsed when delivered
+	feed     Feed          // where it came from
+	at       monotime.Time // when it was held: the gap before it was known by then
 }
 
 func newCore(cfg coreConfig) *core {
@@ -300,7 +307,11 @@ func (c *core) data(s *stream, p wire.Packet) {
 		c.drop(DropAfterEnd)
 		return
 	case seq > s.next && uint64(seq-s.next) > c.cfg.maxGap:
-		c.drop(DropSeqJump)
+		if !c.resync(s, seq) {
+			c.drop(DropSeqJump)
+			return
+		}
+		c.data(s, p) // within reach now
 		return
 	case seq <= s.next:
 		c.received(s, s.next, end)
@@ -335,13 +346,21 @@ func (c *core) data(s *stream, p wire.Packet) {
 // oldest gap, [next, first held packet), as a Loss. The buffer is the
 // stream's budget of waiting: dropping the newer packet instead would only
 // turn it into a gap of its own, and at high rates every following packet
-// too, a cascade that loses far more than the one gap. It reports whether
-// it made room.
+// too, a cascade that loses far more than the one gap.
 //
-// Only a subscriber that sends no NAKs does this: with a retransmitter the
-// dropped packet can still be recovered, so the gap is kept.
+// A subscriber that sends NAKs first drops the newer packet (it can ask
+// for it again) while the oldest gap is young: its repair is likely on its
+// way. Once the gap has waited fullGrace (two NAK retry intervals) without
+// a repair, it is given up as well: a repair that late would itself find
+// the buffer full and be dropped, and asking again while the cache moves
+// on loses everything after it (seen at 3M msgs/s before this rule: one
+// stalled repair, then 28M messages lost). It reports whether it made
+// room.
 func (c *core) overflow(s *stream) bool {
-	if c.cfg.sendNAKs || len(s.held) == 0 || s.stopped || s.held[0].seq <= s.next {
+	if len(s.held) == 0 || s.stopped || s.held[0].seq <= s.next {
+		return false
+	}
+	if c.cfg.sendNAKs && c.now.Sub(s.held[0].at) < c.cfg.fullGrace {
 		return false
 	}
 	r := nak.Range{From: s.next, To: s.held[0].seq}
@@ -453,7 +472,7 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 	}
 	buf = wire.AppendHeader(buf, p.Header)
 	buf = append(buf, p.Body()...)
-	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed})
+	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed, at: c.now})
 	s.heldMax = max(s.heldMax, len(s.held))
 	c.st.HeldMax = max(c.st.HeldMax, len(s.held))
 	c.st.Held++
@@ -486,11 +505,41 @@ func (c *core) heartbeat(s *stream, next wire.Seq) {
 	case s.end != wire.InvalidSeq && next > s.end:
 		c.drop(DropAfterEnd)
 	case next <= s.horizon:
-	case uint64(next-s.next) > c.cfg.maxGap:
+	case uint64(next-s.next) > c.cfg.maxGap && !c.resync(s, next):
 		c.drop(DropSeqJump)
 	default:
 		c.reportGap(s, next)
 	}
+}
+
+// resync lets a stream that fell more than MaxGap behind its publisher
+// (an outage, an overload) catch up. The first packet or heartbeat that
+// far ahead is dropped and its sequence remembered; a second one that
+// agrees with it (at or after it, and within MaxGap of it) shows that the
+// publisher really is there, so the stream gives up everything before the
+// remembered sequence, reported as a Loss minus whatever it holds, and
+// goes on from it. A lone corrupt or forged sequence costs one dropped
+// packet; a stream cut off no longer drops every later packet. It reports
+// whether the stream moved (seq is then within MaxGap of next).
+func (c *core) resync(s *stream, seq wire.Seq) bool {
+	if s.stopped {
+		return false
+	}
+	if s.jumpAt == wire.InvalidSeq || seq < s.jumpAt || uint64(seq-s.jumpAt) > c.cfg.maxGap {
+		s.jumpAt = seq
+		return false
+	}
+	from := s.jumpAt
+	s.jumpAt = wire.InvalidSeq
+	r := nak.Range{From: s.next, To: from}
+	if s.nak != nil {
+		s.nak.OnReceived(c.now, r) // stop asking for it
+	}
+	c.st.Resyncs++
+	addLost(s, r)
+	c.advance(s)
+	s.horizon = max(s.horizon, s.next)
+	return !s.stopped && s.next == from
 }
 
 // endOfSession handles the end of session at end (the sequence after the

@@ -104,8 +104,13 @@
 //   - after next: copied into the stream's reorder buffer, kept sorted by
 //     sequence, and whatever part of [horizon, its first sequence) is new
 //     is reported to OnGap. A packet covered by one already held is a
-//     duplicate. When the buffer is full the packet is dropped
-//     (DropReorderFull) and its own messages are reported missing too.
+//     duplicate. When the buffer is full, the stream gives up its oldest
+//     gap as a Loss to make room (Stats.ReorderOverflows): the buffer is
+//     the budget of waiting for a repair, and dropping newer packets
+//     instead would cascade. A subscriber with a Retransmitter first
+//     drops the newer packet (DropReorderFull; its messages are reported
+//     missing and asked for) while the oldest gap is younger than two NAK
+//     retry intervals, since its repair is likely under way.
 //
 // A heartbeat announcing a sequence beyond the horizon reveals lost
 // packets at the tail: the difference is reported as a gap. An end of
@@ -212,7 +217,11 @@
 //     messages (default 2^20) ahead of the next expected sequence is
 //     dropped (DropSeqJump): a sequence that jumps by 2^40 is neither a
 //     gap of 2^40 messages nor a reason to wait for them, and it reports
-//     nothing and requests nothing.
+//     nothing and requests nothing. A second packet or heartbeat that far
+//     ahead and agreeing with the first (at or after it, within MaxGap of
+//     it) shows the stream has fallen behind a live publisher: the stream
+//     then gives up everything before the first as a Loss and goes on
+//     from there (Stats.Resyncs).
 //  2. A gap within MaxGap whose new messages would take the messages
 //     tracked missing for the stream above NAK.MaxPending (default 65536)
 //     is declared lost at once and never requested (nak's rule); when next
@@ -286,10 +295,6 @@
 // detector on its first gap and its histogram on its first recovery;
 // after that, finding gaps, filling them, polling and sending re-requests
 // allocate nothing but the growth of slices to the most ranges in flight.
-//
-// BUG(mdbus): a stream that falls more than MaxGap messages behind its
-// publisher (for instance after a long outage) drops every later packet as
-// a sequence jump; a late-join layer is to resynchronise it.
 //
 // BUG(mdbus): with A/B feeds, OnGap and Stats.Gaps count what either feed
 // skipped first, including what the other feed then delivered

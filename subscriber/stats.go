@@ -189,6 +189,10 @@ type Stats struct {
 	// ReorderOverflows counts the gaps given up (reported as a Loss) to
 	// make room in a full reorder buffer.
 	ReorderOverflows uint64
+	// Resyncs counts the times a stream more than Config.MaxGap behind
+	// its publisher skipped ahead (the sequences skipped are reported as a
+	// Loss); see the package doc's bounded-gap rule.
+	Resyncs uint64
 	// Held is the packets in reorder buffers now (all streams); HeldMax
 	// is the most one stream has held at once (at most
 	// Config.ReorderPackets).

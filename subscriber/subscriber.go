@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,9 +71,11 @@ type Config struct {
 	// default 4096 (about 20 ms at 200,000 packets/s: room for a NAK
 	// delay, a repair round trip and a retry), negative holds none. Each
 	// held packet costs its size in memory (about 6 MiB per stream at
-	// 1500-byte packets). When it is full, a subscriber with a
-	// Retransmitter drops the newer packet (and asks for it later); one
-	// without gives up its oldest gap (Stats.ReorderOverflows).
+	// 1500-byte packets). When it is full, the stream gives up its oldest
+	// gap as a Loss (Stats.ReorderOverflows); with a Retransmitter, only
+	// once that gap has waited two NAK retry intervals (until then the
+	// newer packet is dropped and asked for again). Raise it where repairs
+	// may take longer than it lasts at the feed's packet rate.
 	ReorderPackets int
 	// Timestamps asks the kernel for receive timestamps (SO_TIMESTAMPNS)
 	// on the feed sockets, for a Wrap that reads sock.Message.KernelTime
@@ -288,6 +291,7 @@ func (c Config) core() coreConfig {
 		ab:         c.Secondary.IsValid(),
 		nak:        nc,
 		sendNAKs:   c.Retransmitter.IsValid(),
+		fullGrace:  2 * cmp.Or(nc.Retry, nak.DefaultRetry),
 		lossPolicy: c.LossPolicy,
 		onMessage:  c.OnMessage,
 		onGap:      c.OnGap,

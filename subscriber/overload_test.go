@@ -1,0 +1,85 @@
+package subscriber
+
+import (
+	"testing"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReorderFullGivesUpStalledGap: with a retransmitter, a full reorder
+// buffer drops newer packets only while its oldest gap is young; once the
+// gap has waited two NAK retry intervals it is given up, so a stalled
+// repair cannot make the stream drop everything after it.
+func TestReorderFullGivesUpStalledGap(t *testing.T) {
+	const bound = 4
+	h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
+	id := StreamID{srcA, sessA}
+	h.feed(srcA, pkt(sessA, 1, 1))
+	for s := wire.Seq(3); s < 3+bound; s++ {
+		h.feed(srcA, pkt(sessA, s, 1))
+	}
+	h.feed(srcA, pkt(sessA, 7, 1)) // young gap: 7 is dropped (and asked for)
+	require.Empty(t, h.losses)
+	require.Equal(t, []wire.Seq{1}, h.seqs(srcA, sessA))
+
+	h.now += monotime.Time(2 * nak.DefaultRetry) // the repair of [2,3) is overdue
+	h.feed(srcA, pkt(sessA, 8, 1))               // full: [2,3) is given up, 3..6 delivered, 8 held
+	require.Equal(t, []Loss{{id, 2, 3}}, h.losses)
+	require.Equal(t, append([]wire.Seq{1}, seqRange(3, 7)...), h.seqs(srcA, sessA))
+	h.feed(srcA, pkt(sessA, 7, 1)) // the repair of 7 arrives
+	require.Equal(t, append([]wire.Seq{1}, seqRange(3, 9)...), h.seqs(srcA, sessA))
+	st := h.stats()
+	require.EqualValues(t, 1, st.ReorderOverflows)
+	require.EqualValues(t, 1, st.LostMessages)
+	onlyDrops(t, st, map[DropReason]uint64{DropReorderFull: 1})
+}
+
+// TestResync: a stream that fell more than MaxGap behind its publisher
+// catches up once a second packet confirms the jump; a lone wild sequence
+// costs one dropped packet and nothing else.
+func TestResync(t *testing.T) {
+	id := StreamID{srcA, sessA}
+	t.Run("confirmed", func(t *testing.T) {
+		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h.feed(srcA, pkt(sessA, 1, 2))
+		h.feed(srcA, pkt(sessA, 500, 1)) // far ahead: dropped, remembered
+		h.feed(srcA, pkt(sessA, 3, 1))   // in order: still delivered
+		require.Empty(t, h.losses)
+		h.feed(srcA, pkt(sessA, 501, 2)) // agrees with 500: resync
+		require.Equal(t, []Loss{{id, 4, 500}}, h.losses)
+		require.Contains(t, h.gaps, Gap{id, 500, 501})
+		h.feed(srcA, pkt(sessA, 500, 1)) // the first jumped packet, repaired
+		require.Equal(t, append(seqRange(1, 4), seqRange(500, 503)...), h.seqs(srcA, sessA))
+		st := h.stats()
+		require.EqualValues(t, 1, st.Resyncs)
+		require.EqualValues(t, 496, st.LostMessages)
+		onlyDrops(t, st, map[DropReason]uint64{DropSeqJump: 1})
+	})
+	t.Run("heartbeats", func(t *testing.T) {
+		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h.feed(srcA, pkt(sessA, 1, 1))
+		h.feed(srcA, hb(sessA, 1000))
+		h.feed(srcA, hb(sessA, 1000))
+		require.Equal(t, []Loss{{id, 2, 1000}}, h.losses)
+		h.feed(srcA, pkt(sessA, 1000, 1))
+		require.Equal(t, []wire.Seq{1, 1000}, h.seqs(srcA, sessA))
+		require.EqualValues(t, 1, h.stats().Resyncs)
+	})
+	t.Run("lone-wild-sequences", func(t *testing.T) {
+		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h.feed(srcA, pkt(sessA, 1, 1))
+		for i, wild := range []wire.Seq{1 << 40, 5000, 1 << 50, 4000} { // none agrees with the one before
+			h.feed(srcA, pkt(sessA, wild, 1))
+			h.feed(srcA, pkt(sessA, wire.Seq(2+i), 1))
+		}
+		require.Empty(t, h.losses)
+		require.Equal(t, seqRange(1, 6), h.seqs(srcA, sessA))
+		st := h.stats()
+		require.Zero(t, st.Resyncs)
+		onlyDrops(t, st, map[DropReason]uint64{DropSeqJump: 4})
+	})
+}
+
