@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -22,11 +23,19 @@ const (
 	DefaultDuration    = 5 * time.Second
 	DefaultWarmup      = 500 * time.Millisecond
 	DefaultBatch       = 256
-	DefaultBuffer      = 4 << 20
+	DefaultWriteBuffer = 4 << 20
+	// DefaultReadBuffer is what a feed handler's socket is given: 32 MiB
+	// holds about 60 ms of 64-byte messages at 4M msgs/s, so a scheduling
+	// stall of the receiver does not overflow it. The kernel grants it
+	// only to a process with CAP_NET_ADMIN (SO_RCVBUFFORCE; the lab of a
+	// root caller) or where net.core.rmem_max allows; elsewhere it caps
+	// it, and the report shows what each receiver got.
+	DefaultReadBuffer  = 32 << 20
 	DefaultSpin        = 2 * time.Millisecond
 	DefaultInterval    = time.Second
 	DefaultDrain       = 2 * time.Second
 	DefaultLatencyRate = 10_000
+	DefaultLinger      = 500 * time.Microsecond
 	// MaxDuration bounds every run: a benchmark never runs unbounded.
 	MaxDuration = time.Hour
 	// MaxSubscribers bounds the subscribers of a throughput run.
@@ -78,6 +87,11 @@ type Config struct {
 	// Batch is how many messages a throughput sender hands over at once
 	// (PublishBatch; sendmmsg for raw); default 256.
 	Batch int
+	// Linger is how long the mdbus publisher of a throughput run lets a
+	// partly filled packet wait for more messages (publisher.Config.Linger);
+	// default 500 µs, negative for none. Latency runs never linger: each
+	// message leaves as soon as it is published.
+	Linger time.Duration
 	// ReadBuffer and WriteBuffer are the SO_RCVBUF/SO_SNDBUF requests;
 	// default 4 MiB (the kernel doubles it, capped by rmem_max/wmem_max).
 	ReadBuffer, WriteBuffer int
@@ -156,10 +170,20 @@ func (c Config) settle() (settings, error) {
 	case s.Batch < 0 || s.Batch > 65535:
 		return bad("batch %d is outside 1..65535", s.Batch)
 	}
+	switch {
+	case s.Linger == 0:
+		s.Linger = DefaultLinger
+	case s.Linger < 0:
+		s.Linger = 0
+	case s.Linger > publisher.MaxLinger:
+		return bad("linger %v is above %v", s.Linger, publisher.MaxLinger)
+	}
 	for _, b := range []*int{&s.ReadBuffer, &s.WriteBuffer} {
 		switch {
+		case *b == 0 && b == &s.ReadBuffer:
+			*b = DefaultReadBuffer
 		case *b == 0:
-			*b = DefaultBuffer
+			*b = DefaultWriteBuffer
 		case *b < 0 || *b > 1<<30:
 			return bad("socket buffer %d is outside 1..1 GiB", *b)
 		}

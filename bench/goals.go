@@ -19,6 +19,11 @@ const (
 	DefaultGoalLoss   = 0.01
 	goalSizeBytes     = 64
 	goalRateOverOffer = 1.02 // offer a little more than the target (loss run)
+	// GoalPayloadSize is the packet size `mdbus bench goals` uses unless
+	// told otherwise: a 9000-byte (jumbo) MTU. The raw baseline sends one
+	// datagram per message whatever the size; mdbus fills the path's
+	// packets, and lo's MTU (65536) allows this and more.
+	GoalPayloadSize = 8972
 )
 
 // GoalsConfig tunes Goals. The zero value runs the issue's scenarios.
@@ -35,8 +40,11 @@ type GoalsConfig struct {
 //
 //  1. raw UDP, 64 B, one datagram per message, as fast as the sender goes,
 //     1 -> 1: the message rate raw UDP reaches;
-//  2. mdbus the same way (as fast as it goes, 1 -> 1): at least 20x raw,
-//     every message delivered;
+//  2. mdbus 1 -> 1 offered 20x that rate: delivered at that rate for the
+//     whole run with zero kernel drops and zero losses (MoldUDP64 has no
+//     flow control, so "as fast as it goes" would measure how much the
+//     publisher outruns the subscriber, not what the bus delivers: the
+//     rate is fixed, as in RFC 2544's zero-loss throughput);
 //  3. mdbus offered 4M msgs/s, 1 -> 1: delivered at that rate for the whole
 //     run with zero kernel drops and zero losses;
 //  4. as 3 with 4 subscribers in separate processes: every one complete
@@ -80,16 +88,17 @@ func (b *Bench) Goals(ctx context.Context, gc GoalsConfig) error {
 		return nil
 	}
 	rawRate := raw.MinMsgsPerSec
-	top, err := b.Throughput(ctx, ThroughputCase{System: Mdbus, Sizes: sz})
+	want := GoalRatio * rawRate
+	top, err := b.Throughput(ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: math.Ceil(want/1000) * 1000})
 	if !note(err) {
 		return nil
 	}
 	st := first(top.Subs)
 	add(Goal{
-		Name:     fmt.Sprintf("throughput 64 B 1->1, both as fast as they go: mdbus >= %dx raw UDP (one datagram per message)", GoalRatio),
-		Target:   fmt.Sprintf(">= %s msgs/s (%dx raw %s), complete", count(GoalRatio*rawRate), GoalRatio, count(rawRate)),
-		Measured: fmt.Sprintf("%s msgs/s = %.1fx raw; %s", count(top.MinMsgsPerSec), ratio(top.MinMsgsPerSec, rawRate), tally(st)),
-		Pass:     rawRate > 0 && top.MinMsgsPerSec >= GoalRatio*rawRate && top.Complete,
+		Name:     fmt.Sprintf("throughput 64 B 1->1: mdbus >= %dx raw UDP (one datagram per message, as fast as it goes), zero drops, zero losses", GoalRatio),
+		Target:   fmt.Sprintf(">= %s msgs/s (%dx raw %s) over >= %gs, kernel drops 0, lost 0", count(want), GoalRatio, count(rawRate), 0.99*secs),
+		Measured: fmt.Sprintf("%s msgs/s = %.1fx raw, %.0f msgs/packet; %s", count(top.MinMsgsPerSec), ratio(top.MinMsgsPerSec, rawRate), st.MsgsPerPacket, tally(st)),
+		Pass:     rawRate > 0 && sustained(top, want, secs),
 	})
 	one, err := b.Throughput(ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: gc.Rate})
 	if !note(err) {

@@ -157,8 +157,8 @@ func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(&buf, "mdbus bench %s: %s, %d cores, Linux %s, %s; load %.2f -> %.2f; in lab: %v\n",
 		r.Command, m.CPU, m.Cores, m.Kernel, m.GoVersion, m.LoadStart, m.LoadEnd, m.InLab)
 	s := r.Settings
-	fmt.Fprintf(&buf, "interface %s, TTL %d, payload %d B, batch %d, socket buffers %d/%d B, run %gs",
-		s.Interface, s.TTL, s.PayloadSize, s.Batch, s.ReadBuffer, s.WriteBuffer, s.Duration)
+	fmt.Fprintf(&buf, "interface %s, TTL %d, payload %d B, batch %d, linger %v (throughput), socket buffers %d/%d B, run %gs",
+		s.Interface, s.TTL, s.PayloadSize, s.Batch, time.Duration(s.Linger*1e9), s.ReadBuffer, s.WriteBuffer, s.Duration)
 	if s.Count > 0 {
 		fmt.Fprintf(&buf, " or %d messages", s.Count)
 	}
@@ -169,16 +169,16 @@ func WriteTable(w io.Writer, r *Report) error {
 	if len(r.Throughput) > 0 {
 		fmt.Fprintln(&buf, "\nThroughput (one publisher; one row per subscriber; MB = 10^6 bytes of messages)")
 		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "run\tsub\tmsgs/s\tMB/s\tpkts/s\tmsgs/pkt\tkdrops\tgaps\trepairs\tlost\tmissing\tcomplete\tlat p50/p99.9 µs\t")
+		fmt.Fprintln(tw, "run\tsub\tmsgs/s\tMB/s\tpkts/s\tmsgs/pkt\trcvbuf MiB\tkdrops\tgaps\trepairs\tlost\tmissing\tcomplete\tlat p50/p99.9 µs\t")
 		for _, t := range r.Throughput {
 			lat := "-"
 			if t.Latency != nil {
 				lat = us(t.Latency.P50) + "/" + us(t.Latency.P999)
 			}
-			fmt.Fprintf(tw, "%s\tsent\t%s\t%.1f\t%s\t%.1f\t\t\t\t\t\t\t\t\n", t.Name, count(t.Sent.MsgsPerSec), t.Sent.BytesPerSec/1e6, count(t.Sent.PacketsPerSec), t.Sent.MsgsPerPacket)
+			fmt.Fprintf(tw, "%s\tsent\t%s\t%.1f\t%s\t%.1f\t\t\t\t\t\t\t\t\t\n", t.Name, count(t.Sent.MsgsPerSec), t.Sent.BytesPerSec/1e6, count(t.Sent.PacketsPerSec), t.Sent.MsgsPerPacket)
 			for _, sr := range t.Subs {
-				fmt.Fprintf(tw, "\t%s\t%s\t%.1f\t%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", sr.Name, count(sr.MsgsPerSec), sr.BytesPerSec/1e6,
-					count(sr.PacketsPerSec), sr.MsgsPerPacket, sr.KernelDrops, sr.Gaps, sr.Repairs, sr.Lost, sr.Missing, yes(sr.Complete), lat)
+				fmt.Fprintf(tw, "\t%s\t%s\t%.1f\t%s\t%.1f\t%.0f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", sr.Name, count(sr.MsgsPerSec), sr.BytesPerSec/1e6,
+					count(sr.PacketsPerSec), sr.MsgsPerPacket, float64(sr.ReadBuffer)/(1<<20), sr.KernelDrops, sr.Gaps, sr.Repairs, sr.Lost, sr.Missing, yes(sr.Complete), lat)
 			}
 		}
 		tw.Flush()

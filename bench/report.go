@@ -62,6 +62,7 @@ type Settings struct {
 	TTL         int     `json:"ttl"`
 	PayloadSize int     `json:"payload_size"`
 	Batch       int     `json:"batch"`
+	Linger      float64 `json:"linger_s"`
 	ReadBuffer  int     `json:"read_buffer"`
 	WriteBuffer int     `json:"write_buffer"`
 	Duration    float64 `json:"duration_s"`
@@ -132,6 +133,8 @@ type SubResult struct {
 	// KernelDrops: datagrams the kernel dropped for want of receive
 	// buffer (SO_RXQ_OVFL).
 	KernelDrops uint64 `json:"kernel_drops"`
+	// ReadBuffer: the receive buffer the kernel granted, bytes.
+	ReadBuffer int `json:"read_buffer_granted"`
 	// Gaps: sequence gaps the subscriber detected.
 	Gaps uint64 `json:"gaps"`
 	// Repairs: messages recovered by retransmission.

@@ -29,6 +29,10 @@ type ThroughputCase struct {
 	Count    int64
 }
 
+// throughputQuantum is how far ahead a fixed-rate throughput sender
+// sleeps: see loopParams.quantum.
+const throughputQuantum = time.Millisecond
+
 func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss float64, dur time.Duration, count int64) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
@@ -172,7 +176,7 @@ func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 		specs = append(specs, sp)
 	}
 	cpu0 := cpuSeconds()
-	snd, err := b.newSender(c.System, sendParams{group: group, batch: b.s.Batch, recovery: b.recovery(c.System, c.Loss)})
+	snd, err := b.newSender(c.System, sendParams{group: group, batch: b.s.Batch, linger: b.s.Linger, recovery: b.recovery(c.System, c.Loss)})
 	if err != nil {
 		return run, err
 	}
@@ -187,10 +191,11 @@ func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	time.Sleep(10 * time.Millisecond) // let the joins settle
 	// No busy-waiting here: on a small machine the spinning sender would
 	// take the CPU the publisher and subscribers need. The sender sleeps
-	// when ahead (Go's sleeps overshoot by up to a millisecond) and then
-	// sends what fell due in batches, so the average rate is exact and the
-	// bursts last at most about a millisecond.
-	sr := sendLoop(ctx, snd, ring, loopParams{rate: c.Rate, count: count, duration: dur, batch: b.s.Batch})
+	// when ahead until a millisecond's worth of messages is due (Go's
+	// sleeps overshoot by up to a millisecond more) and then sends what
+	// fell due in batches, so the average rate is exact and the bursts
+	// last about a millisecond or two.
+	sr := sendLoop(ctx, snd, ring, loopParams{rate: c.Rate, count: count, duration: dur, batch: b.s.Batch, quantum: throughputQuantum})
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.Drain)
 	defer cancel()
 	ferr := snd.finish(drainCtx)

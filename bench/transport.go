@@ -57,6 +57,7 @@ type sendParams struct {
 	writeBuffer int
 	batch       int
 	inline      bool
+	linger      time.Duration
 	// recovery adds the retransmitter: a cache fed by the publisher and a
 	// server answering re-requests on 127.0.0.1.
 	recovery bool
@@ -81,6 +82,7 @@ func newMdbusSender(p sendParams) (*mdbusSender, error) {
 		PayloadSize:  p.payloadSize,
 		WriteBuffer:  p.writeBuffer,
 		Inline:       p.inline,
+		Linger:       p.linger,
 		QueuePackets: 4096,
 		Logger:       p.logger,
 	}
@@ -225,6 +227,7 @@ func (r *mdbusReceiver) close() error {
 func (r *mdbusReceiver) counters(res *SubResult) {
 	st := r.sub.Stats()
 	res.KernelDrops = st.KernelDrops
+	res.ReadBuffer = st.ReadBufferGranted
 	res.Gaps = st.Gaps
 	res.Repairs = st.Recovered
 	// Messages never delivered, from the benchmark's own count (it checks
@@ -479,6 +482,7 @@ func (r *rawReceiver) close() error {
 
 func (r *rawReceiver) counters(res *SubResult) {
 	res.KernelDrops = r.drops
+	res.ReadBuffer = r.conn.ReadBufferGranted
 	res.Packets = r.packets
 	res.Lost = r.sink.missing
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -74,9 +75,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	dur := fs.Duration("duration", 0, "how long each run sends (default 5s; goals: 10s; at most 1h)")
 	count := fs.Int64("count", 0, "also end each run after this many messages (0 = duration only)")
 	warmup := fs.Duration("warmup", 0, "latency: leading part of each run not recorded (default 500ms; negative for none)")
-	payload := fs.Int("payload-size", 0, "largest MoldUDP64 packet in bytes (default 1472, a 1500-byte MTU)")
+	payload := fs.Int("payload-size", 0, "largest MoldUDP64 packet in bytes (default 1472, a 1500-byte MTU; goals: 8972, a jumbo MTU)")
 	batch := fs.Int("batch", 0, "messages handed to the publisher (or sendmmsg) at once in throughput runs (default 256)")
-	rcvbuf := fs.Int("read-buffer", 0, "SO_RCVBUF request in bytes (default 4 MiB)")
+	linger := fs.Duration("linger", 0, "throughput: how long the publisher lets a partly filled packet wait for more messages (default 500µs; negative: none)")
+	rcvbuf := fs.Int("read-buffer", 0, "SO_RCVBUF request in bytes (default 32 MiB; the kernel caps it at net.core.rmem_max unless the lab runs as root, see BENCHMARKS.md)")
 	sndbuf := fs.Int("write-buffer", 0, "SO_SNDBUF request in bytes (default 4 MiB)")
 	stamps := fs.Bool("timestamps", false, "kernel receive timestamps (SO_TIMESTAMPNS): split latency into wire and receive path")
 	spin := fs.Duration("spin", 0, "latency: busy-wait this close to each send time (default 2ms; negative: only sleep)")
@@ -91,6 +93,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	name := fs.String("name", "", "base name of the files (default: MODE-YYYYmmdd-HHMMSS)")
 	asJSON := fs.Bool("json", false, "print the JSON report on stdout instead of the table")
 	chartOut := fs.String("o", "chart.svg", "chart: the SVG file to write")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (publisher and goroutine subscribers) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -175,12 +178,15 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg := bench.Config{
 		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
-		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch,
+		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch, Linger: *linger,
 		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, NoInline: *noInline,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
 	if mode == "goals" && cfg.Duration == 0 {
 		cfg.Duration = 10 * time.Second
+	}
+	if mode == "goals" && cfg.PayloadSize == 0 {
+		cfg.PayloadSize = bench.GoalPayloadSize
 	}
 	b, err := bench.New(cfg)
 	if err != nil {
@@ -232,6 +238,18 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if err := bench.CheckOutput(*out); err != nil {
 		return usageErr("--out %q: %v", *out, clean(err))
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return usageErr("--cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	var runErr error
