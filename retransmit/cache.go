@@ -22,9 +22,14 @@ const (
 	// MaxCacheSessions caps CacheConfig.MaxSessions.
 	MaxCacheSessions = 4096
 
-	minLogLen   = 1 << 10 // initial length of the message log
-	minIdxLen   = 1 << 6  // smallest per-session index
-	minArenaLen = 1 << 16 // initial size of the byte arena
+	// chunkLen is the usual size of a byte chunk. The first chunks are
+	// smaller (MinCacheBytes, then as large as all before them) and the
+	// last one takes what remains of MaxBytes, so every chunk is from
+	// MinCacheBytes to chunkLen+MinCacheBytes bytes: any message fits.
+	chunkLen = 1 << 20
+	// blockLen is the number of elements in a block of the message log
+	// (8 KiB) or of a session's index (4 KiB).
+	blockLen = 1 << 9
 )
 
 // CacheConfig bounds a Cache. The zero value of each field is its default.
@@ -33,9 +38,9 @@ type CacheConfig struct {
 	// MaxMessages is how many messages the cache holds at most. Default
 	// DefaultMaxMessages (1<<20).
 	MaxMessages int
-	// MaxBytes bounds the byte arena that stores message bytes, in bytes
-	// (the arena grows by doubling up to it). Default DefaultMaxBytes
-	// (256 MiB); at least MinCacheBytes (64 KiB).
+	// MaxBytes bounds the memory that stores message bytes, in bytes
+	// (allocated in chunks of at most about 1 MiB as needed, up to it).
+	// Default DefaultMaxBytes (256 MiB); at least MinCacheBytes (64 KiB).
 	MaxBytes int
 	// MaxSessions is how many sessions the cache tracks; a new session
 	// beyond it evicts the one written least recently. Default
@@ -65,10 +70,10 @@ type CacheStats struct {
 	// Messages is the number of messages held, including those of
 	// restarted or evicted sessions whose room is not reclaimed yet.
 	Messages uint64
-	// Bytes is the part of the byte arena in use (message bytes plus the
-	// unused tail skipped where a message would have wrapped).
+	// Bytes is the part of the byte chunks in use (message bytes plus the
+	// unused tails of chunks skipped where a message would not fit).
 	Bytes uint64
-	// ArenaBytes is the size of the byte arena now.
+	// ArenaBytes is the size of all byte chunks allocated now.
 	ArenaBytes uint64
 	// Sessions is the number of sessions tracked.
 	Sessions int
@@ -90,11 +95,95 @@ type CacheStats struct {
 	BadMessages uint64
 }
 
-// entry is one message in the log.
+// entry is one message in the log: its bytes are
+// chunks[chunk].buf[off:off+n].
 type entry struct {
-	pos  uint64 // monotonic byte position; the bytes are at arena[pos%len(arena):]
-	n    uint16 // message length
-	slot uint16 // session slot that stored it
+	off   uint32 // offset in the chunk
+	chunk uint32 // chunk number
+	skip  uint32 // bytes skipped after the message, before the next one (a chunk's tail)
+	n     uint16 // message length
+	slot  uint16 // session slot that stored it
+}
+
+// chunk is one piece of the byte ring.
+type chunk struct {
+	buf  []byte
+	next uint32 // the chunk after this one in the ring
+}
+
+// blocks is an array indexed by uint64 stored in blocks of blockLen
+// elements: element i is in block i/blockLen, and only the blocks [lo, hi)
+// are held, a window that only moves up (reset empties it). A block comes
+// from a pool shared by all blocks values of a Cache, or is allocated when
+// the pool is empty, and goes back to the pool when released. The table of
+// blocks is a ring that doubles when the window outgrows it: that copies
+// block pointers, never elements.
+type blocks[T any] struct {
+	tab    []*[blockLen]T // block k at tab[k&(len(tab)-1)]
+	lo, hi uint64
+}
+
+// at returns element i, whose block is held.
+func (b *blocks[T]) at(i uint64) *T {
+	return &b.tab[(i/blockLen)&uint64(len(b.tab)-1)][i%blockLen]
+}
+
+// held reports whether the block of element i is held, for i above lo.
+func (b *blocks[T]) held(i uint64) bool {
+	return i/blockLen < b.hi && b.lo < b.hi
+}
+
+// hold makes the block of element i held (and those between the window
+// and it, which for the callers, writing elements in order, are none),
+// taking blocks from pool.
+func (b *blocks[T]) hold(i uint64, pool *[]*[blockLen]T) {
+	n := i / blockLen
+	if b.lo == b.hi {
+		b.lo, b.hi = n, n
+	}
+	for b.hi <= n {
+		if b.hi-b.lo >= uint64(len(b.tab)) {
+			b.growTable()
+		}
+		var blk *[blockLen]T
+		if k := len(*pool); k > 0 {
+			blk = (*pool)[k-1]
+			(*pool)[k-1] = nil
+			*pool = (*pool)[:k-1]
+		} else {
+			blk = new([blockLen]T)
+		}
+		b.tab[b.hi&uint64(len(b.tab)-1)] = blk
+		b.hi++
+	}
+}
+
+// growTable doubles the table of blocks.
+func (b *blocks[T]) growTable() {
+	nt := make([]*[blockLen]T, max(2*len(b.tab), 4))
+	om, nm := uint64(len(b.tab)-1), uint64(len(nt)-1)
+	for k := b.lo; k < b.hi; k++ {
+		nt[k&nm] = b.tab[k&om]
+	}
+	b.tab = nt
+}
+
+// releaseBelow gives back to pool the held blocks entirely below element i.
+func (b *blocks[T]) releaseBelow(i uint64, pool *[]*[blockLen]T) {
+	for n := i / blockLen; b.lo < b.hi && b.lo < n; b.lo++ {
+		k := b.lo & uint64(len(b.tab)-1)
+		*pool = append(*pool, b.tab[k])
+		b.tab[k] = nil
+	}
+}
+
+// reset gives back to pool all the held blocks.
+func (b *blocks[T]) reset(pool *[]*[blockLen]T) {
+	for ; b.lo < b.hi; b.lo++ {
+		k := b.lo & uint64(len(b.tab)-1)
+		*pool = append(*pool, b.tab[k])
+		b.tab[k] = nil
+	}
 }
 
 // cacheSession is the state of one session: its cached range and the index
@@ -102,9 +191,10 @@ type entry struct {
 type cacheSession struct {
 	id          wire.Session
 	live        bool
-	first, next wire.Seq // cached range [first, next); next == 0 before the first message
-	idx         []uint64 // log number of sequence q at idx[q&(len-1)], for q in [first, next)
-	lastWrite   uint64   // Cache.writes at the last store, for LRU eviction of sessions
+	first, next wire.Seq       // cached range [first, next); next == 0 before the first message
+	idx         blocks[uint64] // log number of sequence q at idx.at(q), for q in [first, next)
+	runStart    uint64         // log number of the range's first message: those before are dead
+	lastWrite   uint64         // Cache.writes at the last store, for LRU eviction of sessions
 }
 
 // Cache keeps the most recent messages of a few sessions so that a Server
@@ -114,16 +204,29 @@ type cacheSession struct {
 // a mutex; readers (Bounds, AppendPacket, AppendPackets, AppendMessage,
 // Stats) share a read lock, taken once per packet built, so a writer waits
 // at most for one packet's copy.
+//
+// A Cache grows in pieces allocated as needed (byte chunks of up to about
+// 1 MiB, blocks of 512 log entries or index slots) and never moves what
+// it stores: a write costs constant time per message, plus at most one
+// allocation of each kind of piece, and never copies the cache. Pieces
+// freed by eviction are reused, so once its bounds (or its working size)
+// are reached, a Cache allocates nothing.
 type Cache struct {
 	mu       sync.RWMutex
 	maxMsgs  uint64
-	maxBytes int
+	maxBytes uint64
 
-	arena []byte
-	tail  uint64 // byte position after the newest message
+	// The byte ring: chunks linked by next in a cycle, in the order the
+	// tail visits them; a new chunk goes in right after the tail's.
+	chunks     []chunk
+	tc, toff   uint32 // the tail: chunk and offset where the next message goes
+	used       uint64 // bytes from the oldest message's start to the tail, skipped tails included
+	arenaBytes uint64 // total size of the chunks
 
-	log    []entry // ring of log numbers [gh, gt), len a power of two
-	gh, gt uint64
+	log     blocks[entry] // entries numbered [gh, gt)
+	gh, gt  uint64
+	logFree []*[blockLen]entry  // released log blocks
+	idxFree []*[blockLen]uint64 // released index blocks, shared by the sessions
 
 	sessions  []cacheSession
 	bySession map[wire.Session]int
@@ -133,14 +236,13 @@ type Cache struct {
 	st CacheStats
 }
 
-// NewCache returns an empty Cache bounded by cfg.
+// NewCache returns an empty Cache bounded by cfg. It allocates no message
+// storage until messages come.
 func NewCache(cfg CacheConfig) *Cache {
 	cfg = cfg.withDefaults()
 	return &Cache{
 		maxMsgs:   uint64(cfg.MaxMessages),
-		maxBytes:  cfg.MaxBytes,
-		arena:     make([]byte, min(minArenaLen, cfg.MaxBytes)),
-		log:       make([]entry, min(minLogLen, nextPow2(uint64(cfg.MaxMessages)))),
+		maxBytes:  uint64(cfg.MaxBytes),
 		sessions:  make([]cacheSession, cfg.MaxSessions),
 		bySession: make(map[wire.Session]int, cfg.MaxSessions),
 		lastSlot:  -1,
@@ -151,8 +253,9 @@ func NewCache(cfg CacheConfig) *Cache {
 // the publisher's Sink hook: pkt is only read during the call. Heartbeats
 // and end-of-session packets are ignored, packets that do not parse are
 // counted (CacheStats.BadPackets) and ignored. Messages follow the
-// contiguity rule of Add. It does not allocate once the cache has grown to
-// its working size.
+// contiguity rule of Add. Its cost is constant per message: at most one
+// byte chunk, log block and index block allocated while the cache grows,
+// nothing once it has reached its working size.
 func (c *Cache) SentPacket(pkt []byte) {
 	p, err := wire.ParsePacket(pkt)
 	if err != nil {
@@ -219,11 +322,9 @@ func (c *Cache) slotFor(s wire.Session) int {
 		c.st.SessionsEvicted++
 		c.st.Sessions--
 	}
-	idx := ss.idx // reuse the evicted session's index only if it is small
-	if len(idx) != minIdxLen {
-		idx = make([]uint64, minIdxLen)
-	}
-	*ss = cacheSession{id: s, live: true, idx: idx, lastWrite: c.writes}
+	idx := ss.idx // keep the table; the blocks go back to the pool
+	idx.reset(&c.idxFree)
+	*ss = cacheSession{id: s, live: true, idx: idx, runStart: c.gt, lastWrite: c.writes}
 	c.bySession[s] = slot
 	c.st.Sessions++
 	c.lastSlot = slot
@@ -243,28 +344,34 @@ func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 	case seq != ss.next:
 		if ss.next != 0 {
 			c.st.Restarts++
-			if len(ss.idx) > minIdxLen { // a restart is rare: give back a large index
-				ss.idx = make([]uint64, minIdxLen)
-			}
 		}
+		ss.idx.reset(&c.idxFree) // a restart gives its index blocks back
 		ss.first, ss.next = seq, seq
+		ss.runStart = c.gt
 	}
-	n := uint64(len(msg))
-	start := c.reserve(n)
-	if c.gt-c.gh == uint64(len(c.log)) {
-		c.resizeLog(2 * len(c.log))
-	}
+	n := uint32(len(msg))
+	ch, off, gap := c.reserve(n)
 	// reserve may have evicted this session's oldest messages; first and
-	// next are still right, and the count can only have shrunk.
-	if uint64(ss.next-ss.first) == uint64(len(ss.idx)) {
-		c.resizeIdx(ss, 2*len(ss.idx))
+	// next are still right.
+	copy(c.chunks[ch].buf[off:off+n], msg)
+	if c.gh == c.gt {
+		c.used = uint64(n) // the skipped tail before the oldest message does not count
+	} else {
+		c.used += uint64(gap) + uint64(n)
+		if gap > 0 {
+			c.log.at(c.gt - 1).skip = gap
+		}
 	}
-	p := start % uint64(len(c.arena))
-	copy(c.arena[p:p+n], msg)
-	c.log[c.gt&uint64(len(c.log)-1)] = entry{pos: start, n: uint16(n), slot: uint16(slot)}
-	ss.idx[uint64(seq)&uint64(len(ss.idx)-1)] = c.gt
+	c.tc, c.toff = ch, off+n
+	if !c.log.held(c.gt) {
+		c.log.hold(c.gt, &c.logFree)
+	}
+	*c.log.at(c.gt) = entry{off: off, chunk: ch, n: uint16(n), slot: uint16(slot)}
+	if !ss.idx.held(uint64(seq)) {
+		ss.idx.hold(uint64(seq), &c.idxFree)
+	}
+	*ss.idx.at(uint64(seq)) = c.gt
 	c.gt++
-	c.tail = start + n
 	ss.next = seq + 1
 	c.writes++
 	ss.lastWrite = c.writes
@@ -272,98 +379,97 @@ func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 	c.st.Added++
 }
 
-// reserve makes room for one message of n bytes, growing the arena or
-// evicting the oldest messages, and returns its byte position.
-func (c *Cache) reserve(n uint64) uint64 {
+// reserve makes room for one message of n bytes, adding a chunk or
+// evicting the oldest messages, and returns where it goes and how many
+// bytes of the tail's chunk it skips. c.mu is held.
+//
+// The chunks form a ring that the tail walks around; the live messages
+// are the stretch of the ring from the oldest one's start to the tail,
+// c.used bytes long, so the free stretch after the tail is arenaBytes -
+// used bytes. A message never straddles two chunks: when it does not fit
+// in the rest of the tail's chunk, that rest is skipped and counts as
+// used. While the chunks total less than maxBytes, the tail only enters a
+// chunk that holds no live message: when the next one still does, a new
+// chunk is linked in after the tail's, in the free stretch, and nothing
+// moves. At maxBytes the ring is fixed and the oldest messages are
+// evicted until the new one fits.
+func (c *Cache) reserve(n uint32) (ch, off, gap uint32) {
+	for c.gt-c.gh >= c.maxMsgs {
+		c.evictOldest()
+	}
 	for {
-		size := uint64(len(c.arena))
-		if n > size {
-			c.growArena(n)
-			continue
+		if len(c.chunks) == 0 {
+			c.addChunk()
 		}
-		start := c.tail
-		if off := start % size; off+n > size {
-			start += size - off // skip the tail of the arena: messages never wrap
+		empty := c.gh == c.gt
+		ch, off, gap = c.tc, c.toff, 0
+		if size := uint32(len(c.chunks[ch].buf)); off+n > size {
+			gap = size - off
+			ch, off = c.chunks[ch].next, 0
+			if !empty && c.arenaBytes < c.maxBytes &&
+				c.used+uint64(gap)+uint64(len(c.chunks[ch].buf)) > c.arenaBytes {
+				c.addChunk() // the next chunk is not all free: link a new one before it
+				continue
+			}
 		}
-		head := start
-		if c.gh < c.gt {
-			head = c.log[c.gh&uint64(len(c.log)-1)].pos
-		}
-		overBytes := start+n-head > size
-		if !overBytes && c.gt-c.gh < c.maxMsgs {
-			return start
-		}
-		if overBytes && len(c.arena) < c.maxBytes {
-			c.growArena(n)
-			continue
+		if empty || c.used+uint64(gap)+uint64(n) <= c.arenaBytes {
+			return ch, off, gap
 		}
 		c.evictOldest()
 	}
 }
 
-// evictOldest drops the oldest message of the log.
+// addChunk allocates a chunk and links it in the ring after the tail's.
+// Its size is that of all the chunks before it, from MinCacheBytes to
+// chunkLen, and the last one takes what remains of maxBytes when less
+// than MinCacheBytes would be left. c.mu is held.
+func (c *Cache) addChunk() {
+	rem := c.maxBytes - c.arenaBytes
+	size := min(max(c.arenaBytes, MinCacheBytes), chunkLen, rem)
+	if rem-size < MinCacheBytes {
+		size = rem
+	}
+	id := uint32(len(c.chunks))
+	ck := chunk{buf: make([]byte, size), next: id}
+	if len(c.chunks) > 0 {
+		ck.next = c.chunks[c.tc].next
+		c.chunks[c.tc].next = id
+	}
+	c.chunks = append(c.chunks, ck)
+	c.arenaBytes += size
+}
+
+// evictOldest drops the oldest message of the log. c.mu is held.
 func (c *Cache) evictOldest() {
-	e := c.log[c.gh&uint64(len(c.log)-1)]
-	ss := &c.sessions[e.slot]
-	if ss.live && ss.first < ss.next && ss.idx[uint64(ss.first)&uint64(len(ss.idx)-1)] == c.gh {
+	e := c.log.at(c.gh)
+	size := uint64(e.n) + uint64(e.skip)
+	// The log holds a session's range in order, after its older (dead)
+	// ranges and those of the slot's former sessions: an entry from
+	// runStart on is the session's first message.
+	if ss := &c.sessions[e.slot]; ss.live && c.gh >= ss.runStart {
 		ss.first++
-		if len(ss.idx) > minIdxLen && uint64(ss.next-ss.first)*4 <= uint64(len(ss.idx)) {
-			c.resizeIdx(ss, len(ss.idx)/2)
+		if ss.first%blockLen == 0 {
+			ss.idx.releaseBelow(uint64(ss.first), &c.idxFree)
 		}
 	}
 	c.gh++
 	c.st.Evicted++
 	if c.gh == c.gt {
-		c.tail = 0 // empty: start again at the arena's beginning
+		c.used, c.toff = 0, 0 // empty: start again at the tail chunk's beginning
+	} else {
+		c.used -= size
 	}
-}
-
-// growArena doubles the arena (at least to hold n bytes, at most
-// maxBytes) and packs the held messages at its beginning.
-func (c *Cache) growArena(n uint64) {
-	size := max(2*len(c.arena), int(n))
-	size = min(size, c.maxBytes)
-	na := make([]byte, size)
-	old := uint64(len(c.arena))
-	var p uint64
-	mask := uint64(len(c.log) - 1)
-	for g := c.gh; g < c.gt; g++ {
-		e := &c.log[g&mask]
-		src := e.pos % old
-		copy(na[p:], c.arena[src:src+uint64(e.n)])
-		e.pos = p
-		p += uint64(e.n)
+	if c.gh%blockLen == 0 {
+		c.log.releaseBelow(c.gh, &c.logFree)
 	}
-	c.arena = na
-	c.tail = p
-}
-
-func (c *Cache) resizeLog(n int) {
-	nl := make([]entry, n)
-	om, nm := uint64(len(c.log)-1), uint64(n-1)
-	for g := c.gh; g < c.gt; g++ {
-		nl[g&nm] = c.log[g&om]
-	}
-	c.log = nl
-}
-
-func (c *Cache) resizeIdx(ss *cacheSession, n int) {
-	ni := make([]uint64, n)
-	om, nm := uint64(len(ss.idx)-1), uint64(n-1)
-	for q := ss.first; q < ss.next; q++ {
-		ni[uint64(q)&nm] = ss.idx[uint64(q)&om]
-	}
-	ss.idx = ni
 }
 
 // message returns the bytes of cached message seq of ss (first <= seq <
-// next). They alias the arena: valid only while c.mu is held.
+// next). They alias a chunk: valid only while c.mu is held.
 func (c *Cache) message(ss *cacheSession, seq wire.Seq) []byte {
-	g := ss.idx[uint64(seq)&uint64(len(ss.idx)-1)]
-	e := c.log[g&uint64(len(c.log)-1)]
-	p := e.pos % uint64(len(c.arena))
-	end := p + uint64(e.n)
-	return c.arena[p:end:end]
+	e := c.log.at(*ss.idx.at(uint64(seq)))
+	end := e.off + uint32(e.n)
+	return c.chunks[e.chunk].buf[e.off:end:end]
 }
 
 // lookup returns the live session s. c.mu is held.
@@ -466,10 +572,8 @@ func (c *Cache) Stats() CacheStats {
 	defer c.mu.RUnlock()
 	st := c.st
 	st.Messages = c.gt - c.gh
-	if c.gh < c.gt {
-		st.Bytes = c.tail - c.log[c.gh&uint64(len(c.log)-1)].pos
-	}
-	st.ArenaBytes = uint64(len(c.arena))
+	st.Bytes = c.used
+	st.ArenaBytes = c.arenaBytes
 	return st
 }
 

@@ -18,29 +18,33 @@
 // when either bound is reached the oldest message, whichever its session,
 // is evicted. Three structures hold it:
 //
-//	arena  []byte   message bytes at monotonic positions, pos % len(arena);
-//	                a message never wraps: the tail of the arena is skipped
-//	                instead (that slack counts as used until reclaimed)
-//	       +--------------------------------------------------+
-//	       | ..free.. | a41 | a42 | b7 | a43 | ... | a99 |slack|
-//	       +--------------------------------------------------+
-//	                   ^ head (oldest)              ^ tail
-//	                (a41: message 41 of session a; b7: of session b)
+//	chunks  message bytes in a ring of chunks allocated as needed (64 KiB,
+//	        64 KiB, 128 KiB ... then 1 MiB each, up to MaxBytes); a message
+//	        never straddles two chunks: the rest of a chunk is skipped
+//	        instead (that slack counts as used until reclaimed)
+//	        +-----------------+  +-----------------+  +-----------------+
+//	        | ..free.. a41 a42|->| b7 a43 ... slack|->| a98 a99 ..free..|
+//	        +-----------------+  +-----------------+  +-----------------+
+//	                 ^ head (oldest)                           ^ tail
+//	        (a41: message 41 of session a; b7: of session b)
 //
-//	log    []entry  ring of {pos, len, session slot} numbered g = 0, 1, 2 ...
-//	                (the FIFO; its oldest entry is evicted first)
+//	log     blocks of 512 entries {chunk, offset, len, session slot}
+//	        numbered g = 0, 1, 2 ... (the FIFO; its oldest entry is evicted first)
 //
-//	idx    []uint64 per session, ring of log numbers by sequence:
-//	                idx[seq & (len-1)] = g, for seq in [first, next)
+//	idx     per session, blocks of 512 log numbers by sequence:
+//	        idx[seq] = g, for seq in [first, next)
 //
-// Lookup by sequence is two array reads (idx, then log) and a copy: O(1).
-// The arena starts at 64 KiB and doubles up to MaxBytes; the log and the
-// indexes double as needed, and an index halves when its session shrinks
-// to a quarter of it or restarts, so memory stays below MaxBytes plus 64
-// bytes per MaxMessages (typically 24: 16 in the log, 8 in an index), and
-// during a resize the old and the new array briefly coexist. Growing
-// copies, but not per message: once the cache has reached its working
-// size, SentPacket and Add allocate nothing.
+// Lookup by sequence is a few array reads (idx, then log) and a copy: O(1).
+// Storage grows one piece at a time and nothing stored ever moves: below
+// MaxBytes a new chunk is linked in after the tail's when the next one
+// still holds live messages; at MaxBytes the ring is fixed and the oldest
+// messages are evicted. Freed log and index blocks are reused. Memory stays
+// below MaxBytes plus about 24 bytes per MaxMessages (16 in the log, 8 in
+// an index) plus up to 8 KiB per session and 16 KiB; a write waits at most
+// for one piece's allocation (at most about 1 MiB), and once the cache has
+// reached its working size, SentPacket and Add allocate nothing. (An
+// earlier arena that doubled and copied under the lock stalled the
+// publisher and the server for up to 0.75 s while it grew.)
 //
 // A session holds one gap-free range [first, next). Messages must come in
 // order: a sequence below next is a duplicate and is ignored; a sequence
