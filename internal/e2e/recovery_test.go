@@ -106,13 +106,10 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 	if v := os.Getenv("MDBUS_E2E_N"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	// The cache holds about 2.5 s of this stream (64 MiB at ~500 B per
-	// message and 50k msgs/s): far more than recovery needs, without a
-	// 256 MiB arena to grow and copy. The NAK deadline is 5 s: this test
-	// demands zero declared losses on a shared 2-core machine, where
-	// whole-process stalls of up to a second were seen.
+	// Default cache (256 MiB, 1M messages: 20 s of this stream) and
+	// default NAK deadline (1 s).
 	b := newBus(t, publisher.Config{Group: group, RateMessages: 50_000, HeartbeatInterval: 50 * time.Millisecond},
-		retransmit.CacheConfig{MaxBytes: 64 << 20}, retransmit.ServerConfig{})
+		retransmit.CacheConfig{}, retransmit.ServerConfig{})
 	var lost sync.Map
 	var subs []*subscriber.Subscriber
 	var cs []*checker
@@ -120,7 +117,7 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 		c := newChecker(fmt.Sprintf("sub%d", i+1), n)
 		s, err := subscriber.New(subscriber.Config{
 			Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReorderPackets: 8192,
-			NAK:       nak.Config{Seed: uint64(100 + i), Deadline: 5 * time.Second},
+			NAK:       nak.Config{Seed: uint64(100 + i)},
 			Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Reorder: 0.01, Duplicate: 0.01, Seed: 7, Stream: uint64(i)}),
 			OnMessage: c.onMessage,
 			OnLoss:    func(l subscriber.Loss) { lost.Store(c.name, l) },
