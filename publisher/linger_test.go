@@ -94,14 +94,7 @@ func TestLingerUnderLoad(t *testing.T) {
 	rx := listen(t, group, "lo")
 	p := open(t, publisher.Config{Group: group, Linger: 100 * time.Millisecond})
 	const n, size = 5000, 40
-	msg := make([]byte, size)
-	for range n {
-		_, err := p.Publish(msg)
-		require.NoError(t, err)
-	}
-	require.NoError(t, p.Flush(context.Background()))
-	pkts := rx.data(5*time.Second, n)
-	checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
+	pkts := publishTight(t, rx, p, n, size)
 	perPacket := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (size + wire.MsgLenLen)
 	require.Len(t, pkts, (n+perPacket-1)/perPacket, "every packet but the last is full")
 }

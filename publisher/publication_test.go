@@ -112,19 +112,28 @@ func TestPacksUnderLoad(t *testing.T) {
 	}
 }
 
-func packsUnderLoad(t *testing.T, port uint16, inline bool) {
-	group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.3"), port)
-	rx := listen(t, group, "lo")
-	p := open(t, publisher.Config{Group: group, Inline: inline})
-	const n, size = 5000, 40
+// publishTight publishes n messages of size bytes from one goroutine as
+// fast as Publish takes them, flushes, and returns the data packets rx
+// received, checked contiguous from 1.
+func publishTight(t *testing.T, rx *receiver, p *publisher.Publication, n, size int) []packet {
+	t.Helper()
 	msg := make([]byte, size)
 	for range n {
 		_, err := p.Publish(msg)
 		require.NoError(t, err)
 	}
 	require.NoError(t, p.Flush(context.Background()))
-	pkts := rx.data(5*time.Second, n)
+	pkts := rx.data(5*time.Second, wire.Seq(n))
 	checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
+	return pkts
+}
+
+func packsUnderLoad(t *testing.T, port uint16, inline bool) {
+	group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.3"), port)
+	rx := listen(t, group, "lo")
+	p := open(t, publisher.Config{Group: group, Inline: inline})
+	const n = 5000
+	publishTight(t, rx, p, n, 40)
 	st := p.Stats()
 	t.Logf("%d messages: %d packets (%.1f messages/packet), %d WriteBatch calls (%.1f packets/call)",
 		n, st.Packets, float64(n)/float64(st.Packets), st.WriteBatches, float64(st.Packets)/float64(st.WriteBatches))
