@@ -82,4 +82,3 @@ func TestResync(t *testing.T) {
 		onlyDrops(t, st, map[DropReason]uint64{DropSeqJump: 4})
 	})
 }
-
