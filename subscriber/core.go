@@ -50,6 +50,7 @@ func (g Gap) Len() uint64 { return uint64(g.To - g.From) }
 type coreConfig struct {
 	maxStreams int
 	reorder    int
+	reorderB   int // bytes held per stream at most; 0: no byte bound
 	maxGap     uint64
 	startSeq   wire.Seq
 	ab         bool       // A/B: streams keyed by session only
@@ -79,6 +80,7 @@ type core struct {
 	list     []*stream                  // the streams in order of creation (stable iteration)
 	last     *stream                    // one-entry lookup cache
 	free     [][]byte                   // reorder slot buffers not in use
+	freeB    int                        // their capacity in bytes, kept at most freeLimit
 	st       Stats
 	created  uint64 // streams created, for detector seeds
 
@@ -116,6 +118,7 @@ type stream struct {
 	lastActive monotime.Time
 	held       []heldPacket // sorted by seq; len <= cfg.reorder; a window into heldBase
 	heldBase   []heldPacket // backing array, cap cfg.reorder: drain advances held's start without copying
+	heldBytes  int          // bytes of the packets in held
 
 	// Recovery: the gaps being recovered (nil until the first gap), the
 	// ranges given up that next has not reached yet (sorted, disjoint,
@@ -287,11 +290,25 @@ func (c *core) evict() bool {
 // release frees the held packets of s from index i on.
 func (c *core) release(s *stream, i int) {
 	for j := i; j < len(s.held); j++ {
-		c.free = append(c.free, s.held[j].buf[:0])
+		c.recycle(s, s.held[j].buf)
 		s.held[j].buf = nil
 	}
 	c.st.Held -= len(s.held) - i
 	s.held = s.held[:i]
+}
+
+// freeLimit bounds the capacity of the idle slot buffers kept for reuse:
+// a burst that held many large packets does not pin that memory forever.
+const freeLimit = 64 << 20
+
+// recycle takes back the slot buffer of a packet s held.
+func (c *core) recycle(s *stream, buf []byte) {
+	s.heldBytes -= len(buf)
+	if c.freeB+cap(buf) > freeLimit {
+		return // let the collector have it
+	}
+	c.freeB += cap(buf)
+	c.free = append(c.free, buf[:0])
 }
 
 // data handles a packet that carries messages.
@@ -417,7 +434,7 @@ func (c *core) drain(s *stream) {
 		} else if p, err := wire.ParsePacket(h.buf); err == nil { // always: it was valid when copied
 			c.deliver(s, p, h.feed)
 		}
-		c.free = append(c.free, h.buf[:0])
+		c.recycle(s, h.buf)
 		h.buf = nil
 	}
 	if k > 0 {
@@ -452,7 +469,7 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 		i > 0 && s.held[i-1].end >= end {
 		return holdDuplicate
 	}
-	if len(s.held) >= c.cfg.reorder {
+	if len(s.held) >= c.cfg.reorder || c.cfg.reorderB > 0 && s.heldBytes+wire.HeaderLen+len(p.Body()) > c.cfg.reorderB {
 		return holdFull
 	}
 	if s.heldBase == nil {
@@ -469,9 +486,11 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 	if n := len(c.free); n > 0 {
 		buf, c.free[n-1] = c.free[n-1], nil
 		c.free = c.free[:n-1]
+		c.freeB -= cap(buf)
 	}
 	buf = wire.AppendHeader(buf, p.Header)
 	buf = append(buf, p.Body()...)
+	s.heldBytes += len(buf)
 	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed, at: c.now})
 	s.heldMax = max(s.heldMax, len(s.held))
 	c.st.HeldMax = max(c.st.HeldMax, len(s.held))
@@ -565,7 +584,7 @@ func (c *core) endOfSession(s *stream, end wire.Seq) {
 			i++
 			continue
 		}
-		c.free = append(c.free, s.held[i].buf[:0])
+		c.recycle(s, s.held[i].buf)
 		s.held = slices.Delete(s.held, i, i+1)
 		c.st.Held--
 		c.drop(DropAfterEnd)

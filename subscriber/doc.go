@@ -236,9 +236,11 @@
 // MaxGap messages; lower MaxGap to bound that, and use source-specific
 // joins (Source, SecondarySource) where the network allows.
 //
-// Held packets are bounded by Config.ReorderPackets per stream and
-// copied into slot buffers that are reused, so memory is bounded by
-// MaxStreams * ReorderPackets * the largest datagram (DatagramSize). Each
+// Held packets are bounded by Config.ReorderPackets and ReorderBytes per
+// stream and
+// copied into slot buffers that are reused, so the packets held take at
+// most MaxStreams * ReorderBytes, and the idle slot buffers kept for reuse
+// at most 64 MiB more per subscriber. Each
 // stream's detector holds at most one 48-byte entry per missing range
 // (at most NAK.MaxPending), and each stream that recovered something a
 // 136 KiB histogram.

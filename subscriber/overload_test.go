@@ -82,3 +82,26 @@ func TestResync(t *testing.T) {
 		onlyDrops(t, st, map[DropReason]uint64{DropSeqJump: 4})
 	})
 }
+
+// TestReorderBytesBound: the reorder buffer is full when its bytes reach
+// ReorderBytes, whatever the count; the same overflow rule then applies.
+func TestReorderBytesBound(t *testing.T) {
+	var size int // of the three packets held
+	for s := wire.Seq(3); s < 6; s++ {
+		size += len(pkt(sessA, s, 1))
+	}
+	h := newHarness(t, Config{ReorderPackets: 100, ReorderBytes: size})
+	id := StreamID{srcA, sessA}
+	h.feed(srcA, pkt(sessA, 1, 1))
+	for s := wire.Seq(3); s < 6; s++ {
+		h.feed(srcA, pkt(sessA, s, 1))
+	}
+	require.Equal(t, 3, h.stream(srcA, sessA).Held)
+	require.Empty(t, h.losses)
+	h.feed(srcA, pkt(sessA, 6, 1)) // a fourth would pass the byte bound: [2,3) is given up
+	require.Equal(t, []Loss{{id, 2, 3}}, h.losses)
+	require.Equal(t, append([]wire.Seq{1}, seqRange(3, 7)...), h.seqs(srcA, sessA))
+	st := h.stats()
+	require.EqualValues(t, 1, st.ReorderOverflows)
+	require.Zero(t, st.Held)
+}
