@@ -75,6 +75,20 @@
 // burst (a publisher back within one send's time) Publish does not send
 // inline, so packing and throughput stay as without Inline.
 //
+// # Linger
+//
+// The opposite trade. Sending what is pending as soon as the sender is free
+// keeps latency low, but a publisher only a little ahead of its sender then
+// sends many small packets, and each costs the kernel and every subscriber
+// about as much as a full one. With Config.Linger, the sending goroutine
+// leaves a partly filled packet open until it fills or its first message
+// has waited Linger; full packets, Flush and Close never wait. One timer
+// per open packet, armed by the sending goroutine, and no wake-up per
+// Publish. Measured in the lab at 4M 64-byte msgs/s offered in bursts of
+// 256 (mdbus bench throughput): 18.4 messages per 1472-byte packet without
+// Linger, 22.0 (full) with 500 µs; 36 and 134 per 8972-byte packet; the
+// fewer packets took the subscriber from kernel drops to none.
+//
 // # Rate limit
 //
 // RateMessages and RateBytes are token buckets on the monotonic clock,
