@@ -707,6 +707,7 @@ func TestZeroAllocs(t *testing.T) {
 		{"publish-batch", publisher.Config{}, func(p *publisher.Publication) error { _, err := p.PublishBatch(batch); return err }},
 		{"publish-rate-limited", publisher.Config{RateMessages: 1e6, RateBytes: 1e9}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-with-sink", publisher.Config{Sinks: []publisher.Sink{nopSink{}}}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
+		{"publish-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
