@@ -93,8 +93,21 @@ func TestAcceptancePublisherCrash(t *testing.T) {
 	}
 	require.NoError(t, cmd.Process.Kill()) // SIGKILL: no flush, no end of session
 	_ = cmd.Wait()
-	time.Sleep(50 * time.Millisecond) // the last datagrams in flight land
-	first, next, ok := rw.Cache().Bounds(session)
+	// The last datagrams in flight land and the rewinder's own subscriber
+	// catches up (under -race on a loaded machine it lagged by 100 ms):
+	// wait until its cache stops growing.
+	var first, next wire.Seq
+	var ok bool
+	for stable, until := 0, time.Now().Add(10*time.Second); stable < 10 && time.Now().Before(until); {
+		time.Sleep(50 * time.Millisecond)
+		f, nx, o := rw.Cache().Bounds(session)
+		if o && nx == next {
+			stable++
+		} else {
+			stable = 0
+		}
+		first, next, ok = f, nx, o
+	}
 	require.True(t, ok)
 	require.Equal(t, wire.Seq(1), first)
 	n := int(next - 1)
