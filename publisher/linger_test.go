@@ -20,7 +20,7 @@ func TestLingerFillsPackets(t *testing.T) {
 	for i, tc := range []struct {
 		name   string
 		linger time.Duration
-	}{{"no-linger", 0}, {"linger", 200 * time.Millisecond}} {
+	}{{"no-linger", 0}, {"linger", 500 * time.Millisecond}} {
 		t.Run(tc.name, func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.40"), uint16(31400+i))
 			rx := listen(t, group, "lo")
