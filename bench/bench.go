@@ -170,12 +170,7 @@ func (c Config) settle() (settings, error) {
 	case s.Batch < 0 || s.Batch > 65535:
 		return bad("batch %d is outside 1..65535", s.Batch)
 	}
-	switch {
-	case s.Linger == 0:
-		s.Linger = DefaultLinger
-	case s.Linger < 0:
-		s.Linger = 0
-	case s.Linger > publisher.MaxLinger:
+	if s.Linger = orNone(s.Linger, DefaultLinger); s.Linger > publisher.MaxLinger {
 		return bad("linger %v is above %v", s.Linger, publisher.MaxLinger)
 	}
 	for _, b := range []*int{&s.ReadBuffer, &s.WriteBuffer} {
@@ -188,12 +183,7 @@ func (c Config) settle() (settings, error) {
 			return bad("socket buffer %d is outside 1..1 GiB", *b)
 		}
 	}
-	switch {
-	case s.Spin == 0:
-		s.Spin = DefaultSpin
-	case s.Spin < 0:
-		s.Spin = 0
-	}
+	s.Spin = orNone(s.Spin, DefaultSpin)
 	switch {
 	case s.Interval == 0:
 		s.Interval = DefaultInterval
@@ -304,4 +294,16 @@ func ParseRate(s string, allowMax bool) (float64, error) {
 		return 0, fmt.Errorf("%w: rate %q is above %g messages/s", ErrConfig, s, MaxRate)
 	}
 	return v, nil
+}
+
+// orNone resolves a duration of Config: 0 means def, a negative value
+// none (0).
+func orNone(v, def time.Duration) time.Duration {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }

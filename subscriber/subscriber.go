@@ -259,18 +259,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = DefaultMaxStreams
 	}
-	switch {
-	case c.ReorderPackets == 0:
-		c.ReorderPackets = DefaultReorderPackets
-	case c.ReorderPackets < 0:
-		c.ReorderPackets = 0
-	}
-	switch {
-	case c.ReorderBytes == 0:
-		c.ReorderBytes = DefaultReorderBytes
-	case c.ReorderBytes < 0:
-		c.ReorderBytes = 0
-	}
+	c.ReorderPackets = orNone(c.ReorderPackets, DefaultReorderPackets)
+	c.ReorderBytes = orNone(c.ReorderBytes, DefaultReorderBytes)
 	if c.MaxGap == 0 {
 		c.MaxGap = DefaultMaxGap
 	}
@@ -584,4 +574,15 @@ func (s *Subscriber) RecoveryHistogram() *hdrhistogram.Histogram {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	return s.c.recoveryHistogram()
+}
+
+// orNone resolves a bound of Config: 0 means def, a negative value none (0).
+func orNone(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }

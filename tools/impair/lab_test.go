@@ -211,16 +211,7 @@ func TestLabTailReleasedWithoutTraffic(t *testing.T) {
 		tx := labTx(t)
 		start := time.Now()
 		send(t, tx, group, packets(3))
-		b := sock.NewBatch(8, 2048)
-		var got []wire.Seq
-		require.NoError(t, rx.SetReadDeadline(time.Now().Add(2*time.Second)))
-		for len(got) < 3 {
-			n, err := rx.ReadBatch(b)
-			require.NoError(t, err)
-			for _, m := range b.Msgs[:n] {
-				got = append(got, seqOf(t, m.Buf))
-			}
-		}
+		got := readAll(t, rx, 3, 2*time.Second)
 		require.Equal(t, seqs(1, 3), got)
 		require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 		require.Less(t, time.Since(start), time.Second)
@@ -233,16 +224,7 @@ func TestLabTailReleasedWithoutTraffic(t *testing.T) {
 		defer tx.Close()
 		start := time.Now()
 		send(t, tx, group, packets(3))
-		b := sock.NewBatch(8, 2048)
-		var got []wire.Seq
-		require.NoError(t, rx.SetReadDeadline(time.Now().Add(2*time.Second)))
-		for len(got) < 3 {
-			n, err := rx.ReadBatch(b)
-			require.NoError(t, err)
-			for _, m := range b.Msgs[:n] {
-				got = append(got, seqOf(t, m.Buf))
-			}
-		}
+		got := readAll(t, rx, 3, 2*time.Second)
 		require.Equal(t, seqs(1, 3), got)
 		require.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond)
 		require.Less(t, time.Since(start), time.Second)
