@@ -1,6 +1,7 @@
 package retransmit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,12 @@ import (
 	"github.com/mdbus/mdbus/wire"
 )
 
+// DefaultRewinderReadBuffer is RewinderConfig.ReadBuffer when zero: at
+// 50,000 small packets/s (about 2.3 KiB of kernel memory each on lo) it
+// holds some 300 ms of feed. Granted in full when the process may use
+// SO_RCVBUFFORCE (CAP_NET_ADMIN), else capped by net.core.rmem_max.
+const DefaultRewinderReadBuffer = 32 << 20
+
 // RewinderConfig configures a Rewinder. The zero value of each field is
 // its default, except Feed and Server.Listen, which are required.
 type RewinderConfig struct {
@@ -24,6 +31,12 @@ type RewinderConfig struct {
 	Interface string
 	// Source makes the join source-specific when valid.
 	Source netip.Addr
+	// ReadBuffer is the feed socket's SO_RCVBUF request; default
+	// DefaultRewinderReadBuffer. The rewinder has nobody to ask for what
+	// it misses, so it gets more room than a subscriber (whose default
+	// is 4 MiB) to ride out a scheduling stall: a datagram the kernel
+	// drops here restarts the session's cached range.
+	ReadBuffer int
 	// Cache bounds the cached history.
 	Cache CacheConfig
 	// Server configures the re-request server; its Sources are set by
@@ -97,7 +110,8 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	r.srv = srv
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		OnMessage: r.onMessage,
+		ReadBuffer: cmp.Or(cfg.ReadBuffer, DefaultRewinderReadBuffer),
+		OnMessage:  r.onMessage,
 	})
 	if err != nil {
 		srv.Close()

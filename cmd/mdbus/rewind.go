@@ -27,9 +27,13 @@ their tail loss.`)
 	maxMsgs := fs.Int("cache-messages", 0, "messages to keep (default 1048576)")
 	maxBytes := fs.Int("cache-bytes", 0, "bytes to keep (default 256 MiB)")
 	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
+	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *maxMsgs < 0 || *maxBytes < 0 || *rate < 0 || *rcvbuf < 0 || *stats < 0 {
+		return usageErr("--cache-messages, --cache-bytes, --rate-bytes, --rcvbuf and --stats must not be negative")
 	}
 	group, source, err := gf.parse()
 	if err != nil {
@@ -44,7 +48,7 @@ their tail loss.`)
 		return err
 	}
 	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
-		Feed: group, Interface: *gf.ifname, Source: source,
+		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
 		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate},
 	})
