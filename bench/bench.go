@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -98,6 +99,11 @@ type Config struct {
 	// Timestamps asks for kernel receive timestamps (SO_TIMESTAMPNS) to
 	// split latency into wire and receive-path time.
 	Timestamps bool
+	// BusyPoll makes every receiver, mdbus and raw alike, spin on its
+	// socket for up to this long before parking (subscriber.Config
+	// BusyPoll); 0 (default) never spins. It trades a CPU per receiver
+	// for the receive path's wake-up tail.
+	BusyPoll time.Duration
 	// Spin is how close to a latency message's send time the sender stops
 	// sleeping and busy-waits (Go's sleeps on Linux wake up to a
 	// millisecond late); default 2 ms, negative never spins.
@@ -184,6 +190,9 @@ func (c Config) settle() (settings, error) {
 		}
 	}
 	s.Spin = orNone(s.Spin, DefaultSpin)
+	if s.BusyPoll < 0 || s.BusyPoll > subscriber.MaxBusyPoll {
+		return bad("busy poll %v is outside 0..%v", s.BusyPoll, subscriber.MaxBusyPoll)
+	}
 	switch {
 	case s.Interval == 0:
 		s.Interval = DefaultInterval

@@ -234,7 +234,7 @@ type ponger interface {
 
 func (b *Bench) newPonger(sys System, in, out netip.AddrPort, bufSize int, loss float64, rtx string) (ponger, error) {
 	sp := sendParams{group: out, batch: rawBatch, inline: !b.s.NoInline, recovery: b.recovery(sys, loss)}
-	rp := recvParams{group: in, ifi: b.s.ifi, readBuffer: b.s.ReadBuffer, bufSize: bufSize, loss: loss, seed: b.s.Seed + 1000, logger: errLogger}
+	rp := recvParams{group: in, ifi: b.s.ifi, readBuffer: b.s.ReadBuffer, busyPoll: b.s.BusyPoll, bufSize: bufSize, loss: loss, seed: b.s.Seed + 1000, logger: errLogger}
 	if rtx != "" {
 		rp.retransmitter = netip.MustParseAddrPort(rtx)
 	}
@@ -263,7 +263,7 @@ func newMdbusPonger(b *Bench, rp recvParams, sp sendParams) (*mdbusPonger, error
 		wrap = impair.Receiver(impair.Config{Loss: rp.loss, Seed: rp.seed})
 	}
 	sub, err := subscriber.New(subscriber.Config{
-		Group: rp.group, Interface: rp.ifi.Name, ReadBuffer: rp.readBuffer, StartSeq: 1,
+		Group: rp.group, Interface: rp.ifi.Name, ReadBuffer: rp.readBuffer, BusyPoll: rp.busyPoll, StartSeq: 1,
 		Retransmitter: rp.retransmitter, NAK: nak.Config{Seed: rp.seed}, Wrap: wrap,
 		OnMessage: func(m subscriber.Message) {
 			if _, err := p.pub.Publish(m.Data); err != nil {

@@ -19,14 +19,16 @@ import (
 // recvSpec describes one receiver of a run. It crosses to separate-process
 // subscribers as JSON, so every field is plain data.
 type recvSpec struct {
-	Name       string  `json:"name"`
-	System     System  `json:"system"`
-	Group      string  `json:"group"`
-	Interface  string  `json:"interface"`
-	ReadBuffer int     `json:"read_buffer"`
-	BufSize    int     `json:"buf_size"`
-	Timestamps bool    `json:"timestamps"`
-	Loss       float64 `json:"loss"`
+	Name       string `json:"name"`
+	System     System `json:"system"`
+	Group      string `json:"group"`
+	Interface  string `json:"interface"`
+	ReadBuffer int    `json:"read_buffer"`
+	BufSize    int    `json:"buf_size"`
+	Timestamps bool   `json:"timestamps"`
+	// BusyPoll in nanoseconds (Config.BusyPoll).
+	BusyPoll int64   `json:"busy_poll,omitempty"`
+	Loss     float64 `json:"loss"`
 	// Retransmitter is where an mdbus subscriber sends re-requests;
 	// empty: none.
 	Retransmitter string `json:"retransmitter,omitempty"`
@@ -89,7 +91,7 @@ func startReceiver(spec recvSpec, coll *collector) (receiver, *sink, error) {
 	}
 	p := recvParams{
 		group: group, retransmitter: rtx, ifi: ifi, readBuffer: spec.ReadBuffer, bufSize: spec.BufSize,
-		timestamps: spec.Timestamps, loss: spec.Loss, seed: spec.Seed, logger: errLogger,
+		timestamps: spec.Timestamps, busyPoll: time.Duration(spec.BusyPoll), loss: spec.Loss, seed: spec.Seed, logger: errLogger,
 	}
 	var r receiver
 	switch spec.System {

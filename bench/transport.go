@@ -163,6 +163,7 @@ type recvParams struct {
 	readBuffer    int
 	bufSize       int // raw: the largest datagram expected
 	timestamps    bool
+	busyPoll      time.Duration
 	loss          float64
 	seed          uint64
 	logger        *slog.Logger
@@ -189,6 +190,7 @@ func newMdbusReceiver(p recvParams, sk *sink) (*mdbusReceiver, error) {
 		Retransmitter: p.retransmitter,
 		NAK:           nc,
 		Timestamps:    p.timestamps,
+		BusyPoll:      p.busyPoll,
 		OnMessage: func(m subscriber.Message) {
 			sk.message(m.Data, r.cnt.kernelTime(uint64(m.Seq)))
 		},
@@ -398,6 +400,7 @@ func openRawReceiver(p recvParams) (*sock.Conn, error) {
 		ReusePort:  true,
 		ReadBuffer: p.readBuffer,
 		Timestamps: p.timestamps,
+		BusyPoll:   p.busyPoll,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: raw receiver: %w", err)

@@ -188,6 +188,27 @@ func TestIPv4Lo(t *testing.T) {
 	require.Equal(t, wire.Seq(n+1), streams[0].Next)
 }
 
+// TestBusyPoll: a busy-polling subscriber delivers a paced stream whole
+// and in order, and Close stops its spinning readers.
+func TestBusyPoll(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.7.2.9:31019")
+	s, c := newSub(t, Config{Group: group, BusyPoll: 2 * time.Millisecond})
+	pub := newTestPub(t, group, "lo", netip.MustParseAddr("127.0.0.1"), sessA)
+	const n = 2000
+	for _, dg := range pub.packets(n, 10) {
+		pub.send([][]byte{dg}, nil)
+		time.Sleep(50 * time.Microsecond) // quiet gaps the readers spin across
+	}
+	id := pub.id()
+	require.Eventually(t, func() bool { return c.count(id) == n }, waitFor, time.Millisecond)
+	c.check(t)
+	require.Zero(t, s.Stats().Dropped)
+	start := time.Now()
+	require.NoError(t, s.Close())
+	require.Less(t, time.Since(start), time.Second, "Close waits for the spinning readers")
+}
+
 func TestIPv6Veth(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("[ff15::7:1]:31011")
@@ -434,6 +455,8 @@ func TestConfigErrors(t *testing.T) {
 		{"retransmitter-unspecified", Config{Group: g, Retransmitter: netip.MustParseAddrPort("0.0.0.0:5000")}},
 		{"retransmitter-no-port", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:0")}},
 		{"loss-policy", Config{Group: g, LossPolicy: 7}},
+		{"busy-poll-negative", Config{Group: g, BusyPoll: -time.Microsecond}},
+		{"busy-poll-too-long", Config{Group: g, BusyPoll: MaxBusyPoll + 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)

@@ -81,6 +81,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	rcvbuf := fs.Int("read-buffer", 0, "SO_RCVBUF request in bytes (default 32 MiB; the kernel caps it at net.core.rmem_max unless the lab runs as root, see BENCHMARKS.md)")
 	sndbuf := fs.Int("write-buffer", 0, "SO_SNDBUF request in bytes (default 4 MiB)")
 	stamps := fs.Bool("timestamps", false, "kernel receive timestamps (SO_TIMESTAMPNS): split latency into wire and receive path")
+	busy := fs.Duration("busy-poll", 0, "every receiver (mdbus and raw) spins on its socket this long before parking (0-10ms; costs a CPU each)")
 	spin := fs.Duration("spin", 0, "latency: busy-wait this close to each send time (default 2ms; negative: only sleep)")
 	noInline := fs.Bool("no-inline", false, "latency: send from the publisher's goroutine instead of inline in Publish")
 	interval := fs.Duration("interval", 0, "length of each .hlog interval (default 1s)")
@@ -179,7 +180,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := bench.Config{
 		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
 		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch, Linger: *linger,
-		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, NoInline: *noInline,
+		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
 	if mode == "goals" && cfg.Duration == 0 {

@@ -9,7 +9,10 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"github.com/mdbus/mdbus/internal/monotime"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -48,6 +51,7 @@ type connSys struct {
 	// allocate a closure.
 	readFn, writeFn func(fd uintptr) bool
 	rHdrs           []mmsghdr
+	busyPoll        time.Duration
 	rN              int
 	rErr            syscall.Errno
 	wHdrs           []mmsghdr
@@ -96,6 +100,7 @@ func (c *Conn) setup(cfg Config) error {
 	}
 	c.sys.rc = rc
 	c.sys.readFn = c.recvmmsg
+	c.sys.busyPoll = cfg.BusyPoll
 	c.sys.writeFn = c.sendmmsg
 	if c.v6 {
 		c.sys.p6 = ipv6.NewPacketConn(c.uc)
@@ -222,14 +227,29 @@ func (c *Conn) ReadBatch(b *Batch) (int, error) {
 	return n, nil
 }
 
+// recvmmsg is the RawConn read callback: false means "nothing yet, park
+// until readable". With a busy poll it retries until the poll time has
+// passed since the first empty try.
 func (c *Conn) recvmmsg(fd uintptr) bool {
 	h := c.sys.rHdrs
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&h[0])), uintptr(len(h)), unix.MSG_DONTWAIT, 0, 0)
-	if e == unix.EAGAIN || e == unix.EINTR {
-		return false
+	var until monotime.Time
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&h[0])), uintptr(len(h)), unix.MSG_DONTWAIT, 0, 0)
+		if e != unix.EAGAIN && e != unix.EINTR {
+			c.sys.rN, c.sys.rErr = int(n), e
+			return true
+		}
+		if c.sys.busyPoll <= 0 {
+			return false
+		}
+		now := monotime.Now()
+		switch {
+		case until == 0:
+			until = now.Add(c.sys.busyPoll)
+		case now >= until:
+			return false
+		}
 	}
-	c.sys.rN, c.sys.rErr = int(n), e
-	return true
 }
 
 // WriteBatch sends b.Msgs[:n], each to its Addr, with as few sendmmsg

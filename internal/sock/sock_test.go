@@ -129,3 +129,91 @@ func readInt(t *testing.T, path string) int {
 	require.NoError(t, err)
 	return n
 }
+
+// TestBusyPoll: a busy-polling reader gets a datagram that arrives while
+// it spins, without allocating; on a quiet socket the spin gives up and
+// the read deadline still ends the read; Close does not hang on a
+// spinning reader; out-of-range polls are refused.
+func TestBusyPoll(t *testing.T) {
+	netlab.Require(t)
+	for _, d := range []time.Duration{-time.Nanosecond, sock.MaxBusyPoll + 1} {
+		_, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0"), BusyPoll: d})
+		require.ErrorContains(t, err, "busy poll", "BusyPoll %v", d)
+	}
+	group := netip.MustParseAddrPort("239.1.2.6:30005")
+	ifi, err := net.InterfaceByName("lo")
+	require.NoError(t, err)
+	rx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), group.Port()), ReusePort: true, BusyPoll: sock.MaxBusyPoll})
+	require.NoError(t, err)
+	require.NoError(t, rx.Join(ifi, group.Addr(), netip.Addr{}))
+	tx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), 0), Interface: ifi, Loopback: true})
+	require.NoError(t, err)
+	defer tx.Close()
+
+	// The sender writes 200 µs after the reader asks: well inside the
+	// reader's 5 ms spin.
+	ask, sent := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sent)
+		msg := []byte("spin")
+		for range ask {
+			time.Sleep(200 * time.Microsecond)
+			if err := tx.WriteTo(msg, group); err != nil {
+				panic(err)
+			}
+		}
+	}()
+	in := sock.NewBatch(4, 2048)
+	require.NoError(t, rx.SetReadDeadline(time.Now().Add(10*time.Second)))
+	allocs := testing.AllocsPerRun(50, func() {
+		ask <- struct{}{}
+		n, err := rx.ReadBatch(in)
+		if err != nil || n != 1 || string(in.Msgs[0].Buf) != "spin" {
+			t.Fatalf("ReadBatch = %d, %v", n, err)
+		}
+	})
+	close(ask)
+	<-sent
+	require.Zero(t, allocs)
+
+	// The spin is what reads it: a datagram 3 ms late is caught by a read
+	// whose deadline is 1 ms away (the deadline is only checked before
+	// the spin and when parking). A non-spinning read times out. Up to 5
+	// tries, for a loaded machine that runs the sender late.
+	caught := false
+	for try := 0; try < 5 && !caught; try++ {
+		go func() {
+			time.Sleep(3 * time.Millisecond)
+			_ = tx.WriteTo([]byte("late"), group)
+		}()
+		require.NoError(t, rx.SetReadDeadline(time.Now().Add(time.Millisecond)))
+		n, err := rx.ReadBatch(in)
+		caught = err == nil && n == 1 && string(in.Msgs[0].Buf) == "late"
+		if !caught {
+			time.Sleep(20 * time.Millisecond) // let a late datagram land, then drain it
+			require.NoError(t, rx.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
+			_, _ = rx.ReadBatch(in)
+		}
+	}
+	require.True(t, caught, "the busy poll never caught a datagram that came after the read deadline")
+
+	// Quiet socket: the spin ends, the poller's deadline fires.
+	start := time.Now()
+	require.NoError(t, rx.SetReadDeadline(start.Add(30*time.Millisecond)))
+	_, err = rx.ReadBatch(in)
+	require.True(t, sock.IsTimeout(err), "want a timeout, got %v", err)
+	require.Less(t, time.Since(start), 5*time.Second)
+
+	// Close while the reader spins or parks: the read ends with ErrClosed.
+	require.NoError(t, rx.SetReadDeadline(time.Time{}))
+	done := make(chan error, 1)
+	go func() { _, err := rx.ReadBatch(in); done <- err }()
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, rx.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, net.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadBatch did not return after Close")
+	}
+}
