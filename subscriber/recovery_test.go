@@ -479,8 +479,15 @@ func TestRepairGroupSuppression(t *testing.T) {
 	se, sp := eager.Stats(), patient.Stats()
 	require.EqualValues(t, 1, se.NAKs)
 	require.Zero(t, sp.NAKs, "the repair group's repair cancelled the pending NAK")
-	require.EqualValues(t, 5, sp.Suppressed)
-	require.EqualValues(t, 1, sp.Repairs)
+	// Packet 7's five messages came from the repair group. The patient
+	// one may have seen more missing: its feed and repair-group sockets
+	// are read by two goroutines, and under load the repair can be
+	// handled before the feed packets ahead of it (then those count as
+	// missing until the feed reader catches up). Either way every
+	// missing message was filled before its NAK fell due.
+	require.EqualValues(t, 5, sp.FeedMessages[subscriber.FeedRepairGroup])
+	require.GreaterOrEqual(t, sp.GapMessages, uint64(5))
+	require.Equal(t, sp.GapMessages, sp.Suppressed)
 	require.Positive(t, sp.FeedDatagrams[subscriber.FeedRepairGroup])
 	require.Zero(t, sp.FeedDatagrams[subscriber.FeedRepair])
 	require.EqualValues(t, 1, srv.Stats().Requests)
