@@ -3,6 +3,7 @@
 # the same message size and rates, and prints one table:
 #
 #   mdbus            mdbus bench (MoldUDP64 packets, many messages each)
+#   mdbus spin       the same, subscriber busy-polling (--busy-poll), one way only
 #   raw UDP          mdbus bench's plain-socket baseline (one datagram per message)
 #   sockperf         raw kernel UDP multicast, sockperf 3.7 (Debian)
 #   ZeroMQ PGM       PUB/SUB over OpenPGM, epgm:// (Debian libzmq, zmqbench.c)
@@ -15,7 +16,8 @@
 # mdbus runs with its retransmitter, as PGM and NORM run with theirs.
 #
 # Usage: bench/peers/run.sh [--size 64] [--rate 10000] [--duration 10]
-#                           [--zmq-rate 300000] [--mdbus-rate 4M] [--out DIR] [--no-install]
+#                           [--zmq-rate 300000] [--mdbus-rate 4M] [--busy-poll 100us]
+#                           [--out DIR] [--no-install]
 #
 # Throughput is measured as fast as each system goes and then, for a
 # zero-loss figure, paced: mdbus at --mdbus-rate, ZeroMQ at 90% of what it
@@ -29,7 +31,7 @@
 # network): the script re-executes itself there through "mdbus bench lab".
 set -uo pipefail
 
-SIZE=64 RATE=10000 DURATION=10 ZMQ_RATE=300000 MDBUS_RATE=4M OUT="" INSTALL=yes INSIDE=""
+SIZE=64 RATE=10000 DURATION=10 ZMQ_RATE=300000 MDBUS_RATE=4M BUSY_POLL=100us OUT="" INSTALL=yes INSIDE=""
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while (($#)); do
 	case $1 in
@@ -38,6 +40,7 @@ while (($#)); do
 	--duration) DURATION=${2:-}; shift 2 ;;
 	--zmq-rate) ZMQ_RATE=${2:-}; shift 2 ;;
 	--mdbus-rate) MDBUS_RATE=${2:-}; shift 2 ;;
+	--busy-poll) BUSY_POLL=${2:-}; shift 2 ;;
 	--out) OUT=${2:-}; shift 2 ;;
 	--no-install) INSTALL=no; shift ;;
 	--inside) INSIDE=1; shift ;;
@@ -50,12 +53,13 @@ int "$SIZE" && ((SIZE >= 16 && SIZE <= 1450)) || { echo "run.sh: --size $SIZE: w
 int "$RATE" && ((RATE >= 1 && RATE <= 1000000)) || { echo "run.sh: --rate $RATE: want 1 to 1000000 msgs/s" >&2; exit 2; }
 int "$DURATION" && ((DURATION >= 1 && DURATION <= 600)) || { echo "run.sh: --duration $DURATION: want 1 to 600 seconds" >&2; exit 2; }
 int "$ZMQ_RATE" && ((ZMQ_RATE >= 1)) || { echo "run.sh: --zmq-rate $ZMQ_RATE: want kbit/s above 0" >&2; exit 2; }
+[[ $BUSY_POLL =~ ^[0-9]+(us|µs|ms)$ ]] || { echo "run.sh: --busy-poll $BUSY_POLL: want a duration like 100us (at most 10ms)" >&2; exit 2; }
 [[ $MDBUS_RATE =~ ^[0-9]+(\.[0-9]+)?[kM]?$ ]] || { echo "run.sh: --mdbus-rate $MDBUS_RATE: want a rate like 4M or 500k" >&2; exit 2; }
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 OUT=${OUT:-$ROOT/bench-results/peers-$(date +%Y%m%d-%H%M%S)}
-ARGS=(--size "$SIZE" --rate "$RATE" --duration "$DURATION" --zmq-rate "$ZMQ_RATE" --mdbus-rate "$MDBUS_RATE" --out "$OUT")
+ARGS=(--size "$SIZE" --rate "$RATE" --duration "$DURATION" --zmq-rate "$ZMQ_RATE" --mdbus-rate "$MDBUS_RATE" --busy-poll "$BUSY_POLL" --out "$OUT")
 
 if [[ -z $INSIDE ]]; then
 	mkdir -p "$OUT" && touch "$OUT/.w" && rm -f "$OUT/.w" || { echo "run.sh: --out $OUT is not writable" >&2; exit 2; }
@@ -113,6 +117,18 @@ for sys in mdbus raw; do
 	fi
 done
 R[mdbus,note]="MoldUDP64, $(jq -r '.settings.payload_size' "$TJ" 2>/dev/null) B packets, with retransmitter"
+# One way again with the subscriber busy-polling its socket (a CPU spent
+# to skip the poller's wake-up): how a feed handler with a core to spare
+# runs it. Round trip is left out: three spinners on two cores starve.
+echo "== mdbus bench latency --busy-poll $BUSY_POLL (one way)"
+timeout $((3 * T)) "$MDBUS" bench latency --recovery --systems mdbus --busy-poll "$BUSY_POLL" --size "$SIZE" --rate "$RATE" --mode oneway --duration "${DURATION}s" --out "$OUT" --name mdbus-busypoll >"$OUT/mdbus-busypoll.txt" 2>&1
+cat "$OUT/mdbus-busypoll.txt"
+BJ=$OUT/mdbus-busypoll.json
+if [[ -s $BJ ]]; then
+	R[mdbus-bp,one-way]=$(jq -r '[.latency[]|select(.system=="mdbus" and .mode=="one-way")][0].latency | "\(.p50/1000) \(.p99/1000) \(.p99_9/1000)"' "$BJ")
+fi
+R[mdbus-bp,tput]="-" R[mdbus-bp,zero]="-" R[mdbus-bp,round-trip]="-"
+R[mdbus-bp,note]="subscriber --busy-poll $BUSY_POLL (one way only)"
 R[raw,note]="plain sockets, sendmmsg/recvmmsg"
 
 # -- sockperf --
@@ -260,7 +276,7 @@ fi
 # -- one table --
 lat() { # "p50 p99 p99.9 [note]" -> formatted
 	local v=$1
-	[[ $v == n/a* || -z $v ]] && { echo "${v:-n/a}"; return; }
+	[[ $v == n/a* || $v == - || -z $v ]] && { echo "${v:-n/a}"; return; }
 	awk '{printf "%.1f / %.1f / %.1f", $1, $2, $3; for (i = 4; i <= NF; i++) printf " %s", $i}' <<<"$v"
 }
 num() { [[ $1 =~ ^[0-9]+$ ]] && sed ':a;s/\B[0-9]\{3\}\>/,&/;ta' <<<"$1" || echo "${1:-n/a}"; }
@@ -271,8 +287,8 @@ num() { [[ $1 =~ ^[0-9]+$ ]] && sed ':a;s/\B[0-9]\{3\}\>/,&/;ta' <<<"$1" || echo
 	echo
 	printf "%-12s | %12s | %-36s | %-14s | %-26s | %-26s | %s\n" system "max msgs/s" "loss at max" "zero-loss m/s" "round trip µs" "one way µs" "notes"
 	printf "%-12s-+-%12s-+-%-36s-+-%-14s-+-%-26s-+-%-26s-+-%s\n" ------------ ------------ ------------------------------------ -------------- -------------------------- -------------------------- -----
-	for s in mdbus raw sockperf pgm norm; do
-		case $s in raw) label="raw UDP" ;; pgm) label="ZeroMQ PGM" ;; norm) label="ZeroMQ NORM" ;; *) label=$s ;; esac
+	for s in mdbus mdbus-bp raw sockperf pgm norm; do
+		case $s in mdbus-bp) label="mdbus spin" ;; raw) label="raw UDP" ;; pgm) label="ZeroMQ PGM" ;; norm) label="ZeroMQ NORM" ;; *) label=$s ;; esac
 		printf "%-12s | %12s | %-36s | %-14s | %-26s | %-26s | %s\n" "$label" "$(num "${R[$s,tput]:-n/a}")" "${R[$s,loss]:-}" "$(num "${R[$s,zero]:-n/a}")" \
 			"$(lat "${R[$s,round-trip]:-n/a}")" "$(lat "${R[$s,one-way]:-n/a}")" "${R[$s,note]:-}"
 	done

@@ -31,6 +31,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	exitOnEnd := fs.Bool("exit-on-end", false, "exit when a stream ends (end-of-session packet)")
 	start := fs.Uint64("start", 0, "first sequence to expect (0 = join live at the first packet seen)")
 	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
+	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
 	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to")
 	repair := fs.String("repair-group", "", "also join this multicast group:port for repairs")
 	secondary := fs.String("secondary", "", "A/B: second feed group:port carrying the same sessions")
@@ -79,7 +80,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	var once sync.Once
 	n := 0
 	s, err := subscriber.New(subscriber.Config{
-		Group: group, Interface: *gf.ifname, Source: source, StartSeq: wire.Seq(*start), ReadBuffer: *rcvbuf,
+		Group: group, Interface: *gf.ifname, Source: source, StartSeq: wire.Seq(*start), ReadBuffer: *rcvbuf, BusyPoll: *busy,
 		Retransmitter: retrAddr, RepairGroup: repairG, Secondary: secondG, LossPolicy: policy,
 		Wrap: wrap, WrapSecondary: wrap2,
 		OnLoss: func(l subscriber.Loss) {
