@@ -1,7 +1,6 @@
 package retransmit
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,9 +107,12 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 		return nil, fmt.Errorf("retransmit: rewinder: %w", err)
 	}
 	r.srv = srv
+	if cfg.ReadBuffer <= 0 {
+		cfg.ReadBuffer = DefaultRewinderReadBuffer
+	}
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cmp.Or(cfg.ReadBuffer, DefaultRewinderReadBuffer),
+		ReadBuffer: cfg.ReadBuffer,
 		OnMessage:  r.onMessage,
 	})
 	if err != nil {

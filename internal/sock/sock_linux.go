@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/mdbus/mdbus/internal/monotime"
-
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
