@@ -82,7 +82,8 @@ func AppendFrame(b []byte, src, dst netip.AddrPort, id uint16, payload []byte) (
 		return b, fmt.Errorf("pcap: frame from %s to %s: payload of %d bytes too large for one datagram", src, dst, len(payload))
 	}
 	// Ethernet.
-	b = append(b, dstMAC(da)...)
+	mac := dstMAC(da)
+	b = append(b, mac[:]...)
 	b = append(b, srcMAC[:]...)
 	if v6 {
 		b = binary.BigEndian.AppendUint16(b, etherTypeIPv6)
@@ -130,16 +131,16 @@ func AppendFrame(b []byte, src, dst netip.AddrPort, id uint16, payload []byte) (
 	return b, nil
 }
 
-func dstMAC(a netip.Addr) []byte {
+func dstMAC(a netip.Addr) [6]byte {
 	switch {
 	case a.Is4() && a.IsMulticast():
 		v := a.As4()
-		return []byte{0x01, 0x00, 0x5e, v[1] & 0x7f, v[2], v[3]}
+		return [6]byte{0x01, 0x00, 0x5e, v[1] & 0x7f, v[2], v[3]}
 	case a.Is6() && a.IsMulticast():
 		v := a.As16()
-		return []byte{0x33, 0x33, v[12], v[13], v[14], v[15]}
+		return [6]byte{0x33, 0x33, v[12], v[13], v[14], v[15]}
 	}
-	return []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	return [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 }
 
 // sum adds b as big-endian 16-bit words to c (the Internet checksum,

@@ -31,7 +31,7 @@ func TestAppendFrameMatchesGopacket(t *testing.T) {
 			got, err := AppendFrame(nil, tc.src, tc.dst, 42, tc.payload)
 			require.NoError(t, err)
 
-			eth := &layers.Ethernet{SrcMAC: srcMAC[:], DstMAC: dstMAC(tc.dst.Addr())}
+			eth := &layers.Ethernet{SrcMAC: srcMAC[:], DstMAC: func() []byte { m := dstMAC(tc.dst.Addr()); return m[:] }()}
 			udp := &layers.UDP{SrcPort: layers.UDPPort(tc.src.Port()), DstPort: layers.UDPPort(tc.dst.Port())}
 			var ip gopacket.SerializableLayer
 			if tc.dst.Addr().Is4() {
