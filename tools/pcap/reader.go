@@ -112,7 +112,7 @@ func NewReader(r io.Reader, cfg Config) (*Reader, error) {
 	}
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("pcap: %s: %w: %d bytes, shorter than any capture header", cfg.Name, ErrFormat, len(head))
+			return nil, fmt.Errorf("%s: %w (%d bytes, shorter than any capture header)", cfg.Name, ErrFormat, len(head))
 		}
 		return nil, fmt.Errorf("pcap: %s: %w", cfg.Name, err)
 	}
@@ -131,7 +131,7 @@ func NewReader(r io.Reader, cfg Config) (*Reader, error) {
 		}
 		rd.src, rd.link, rd.format, rd.offset = pr, LinkType(pr.LinkType()), FormatPcap, pcapFileHdrLen
 	default:
-		return nil, fmt.Errorf("pcap: %s: %w (first bytes %x)", cfg.Name, ErrFormat, head)
+		return nil, fmt.Errorf("%s: %w (it starts with %x)", cfg.Name, ErrFormat, head)
 	}
 	return rd, nil
 }
@@ -170,7 +170,7 @@ func (r *Reader) Next() (Event, error) {
 				return Event{}, io.EOF
 			}
 			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return Event{}, fmt.Errorf("pcap: %s: %s: %w", r.cfg.Name, r.where(), ErrTruncatedFile)
+				return Event{}, fmt.Errorf("%s: %s: %w", r.cfg.Name, r.where(), ErrTruncatedFile)
 			}
 			return Event{}, fmt.Errorf("pcap: %s: %s: %w", r.cfg.Name, r.where(), err)
 		}
