@@ -81,7 +81,9 @@
 // messages of one packet, so a captured feed that is imported and
 // exported comes out packet for packet, byte for byte, with the same
 // times. ExportConfig.Coalesce packs records further apart in time. An
-// ended stream exported to its end gets its end-of-session packet.
+// ended stream exported to its end gets its end-of-session packet,
+// stamped with the last message's time (the journal keeps the end, not
+// its time; heartbeats are not journaled at all).
 //
 //	tshark -r FILE -d udp.port==PORT,moldudp64 \
 //	    -T fields -e moldudp64.session -e moldudp64.sequence -e moldudp64.count

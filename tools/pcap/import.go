@@ -198,8 +198,10 @@ func (im *Importer) Add(ev Event) error {
 		}
 		st.broken = true
 	}
-	if st != nil && st.done && p.Next() <= st.next {
-		im.stats.Duplicates += uint64(p.Count) // a repeat from before the end
+	if st != nil && st.done && p.Seq > 1 && p.Next() <= st.next {
+		// A repeat from before the end (a retransmission in the grace
+		// period); sequence 1 again is a restart.
+		im.stats.Duplicates += uint64(p.Count)
 		return nil
 	}
 	if st == nil || st.done || st.broken {

@@ -434,3 +434,36 @@ func runTshark(tshark string, args ...string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// BenchmarkReadCapture reads a nanosecond pcap of 1000 VLAN-tagged
+// Ethernet frames, each a 1472-byte MoldUDP64 packet.
+func BenchmarkReadCapture(b *testing.B) {
+	msgs := make([]string, 36)
+	for i := range msgs {
+		msgs[i] = strings.Repeat("x", 38)
+	}
+	var frames []frame
+	for i := range 1000 {
+		frames = append(frames, frame{ts: time.Unix(1, int64(i)), data: ethernet(ipUDP(b, src4, dst4, moldPacket(b, "BENCH", wire.Seq(1+36*i), msgs...)), etherTypeVLAN)})
+	}
+	data := writePcap(b, LinkEthernet, true, frames...)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(data), Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+			n++
+		}
+		if n != 1000 {
+			b.Fatalf("%d events", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/packet")
+}
