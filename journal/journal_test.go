@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -35,13 +34,20 @@ func mustSession(s string) wire.Session {
 
 // msgFor is the deterministic message of sequence seq: 20 to 100 bytes.
 func msgFor(dst []byte, seed uint64, seq wire.Seq) []byte {
-	rng := rand.New(rand.NewPCG(seed, uint64(seq)))
-	n := 20 + rng.IntN(81)
-	dst = dst[:0]
-	for range n {
-		dst = append(dst, byte(rng.Uint32()))
+	x := seed*0x9E3779B97F4A7C15 ^ uint64(seq)
+	next := func() uint64 { // splitmix64
+		x += 0x9E3779B97F4A7C15
+		z := x
+		z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+		z = (z ^ z>>27) * 0x94D049BB133111EB
+		return z ^ z>>31
 	}
-	return dst
+	n := 20 + int(next()%81)
+	dst = dst[:0]
+	for len(dst) < n {
+		dst = binary.LittleEndian.AppendUint64(dst, next())
+	}
+	return dst[:n]
 }
 
 func tsFor(seq wire.Seq) int64 { return 1_700_000_000_000_000_000 + int64(seq)*1000 }
@@ -78,10 +84,11 @@ func checkStream(t testing.TB, j *Journal, id StreamID, seed uint64, first, next
 			break
 		}
 		require.NoError(t, err)
-		require.Equal(t, want, rec.Seq)
-		buf = msgFor(buf, seed, rec.Seq)
-		require.True(t, bytes.Equal(buf, rec.Data), "seq %d differs", rec.Seq)
-		require.Equal(t, tsFor(rec.Seq), rec.Time)
+		buf = msgFor(buf, seed, want)
+		if rec.Seq != want || !bytes.Equal(buf, rec.Data) || rec.Time != tsFor(want) {
+			t.Fatalf("record %d: got seq %d time %d data %x, want time %d data %x",
+				want, rec.Seq, rec.Time, rec.Data, tsFor(want), buf)
+		}
 		want++
 	}
 	require.Equal(t, next, want)
