@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -35,13 +35,20 @@ func mustSession(s string) wire.Session {
 
 // msgFor is the deterministic message of sequence seq: 20 to 100 bytes.
 func msgFor(dst []byte, seed uint64, seq wire.Seq) []byte {
-	rng := rand.New(rand.NewPCG(seed, uint64(seq)))
-	n := 20 + rng.IntN(81)
-	dst = dst[:0]
-	for range n {
-		dst = append(dst, byte(rng.Uint32()))
+	x := seed*0x9E3779B97F4A7C15 ^ uint64(seq)
+	next := func() uint64 { // splitmix64
+		x += 0x9E3779B97F4A7C15
+		z := x
+		z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+		z = (z ^ z>>27) * 0x94D049BB133111EB
+		return z ^ z>>31
 	}
-	return dst
+	n := 20 + int(next()%81)
+	dst = dst[:0]
+	for len(dst) < n {
+		dst = binary.LittleEndian.AppendUint64(dst, next())
+	}
+	return dst[:n]
 }
 
 func tsFor(seq wire.Seq) int64 { return 1_700_000_000_000_000_000 + int64(seq)*1000 }
@@ -78,10 +85,11 @@ func checkStream(t testing.TB, j *Journal, id StreamID, seed uint64, first, next
 			break
 		}
 		require.NoError(t, err)
-		require.Equal(t, want, rec.Seq)
-		buf = msgFor(buf, seed, rec.Seq)
-		require.True(t, bytes.Equal(buf, rec.Data), "seq %d differs", rec.Seq)
-		require.Equal(t, tsFor(rec.Seq), rec.Time)
+		buf = msgFor(buf, seed, want)
+		if rec.Seq != want || !bytes.Equal(buf, rec.Data) || rec.Time != tsFor(want) {
+			t.Fatalf("record %d: got seq %d time %d data %x, want time %d data %x",
+				want, rec.Seq, rec.Time, rec.Data, tsFor(want), buf)
+		}
 		want++
 	}
 	require.Equal(t, next, want)
@@ -152,30 +160,7 @@ func TestSeek(t *testing.T) {
 			require.NoError(t, j.Close())
 			j = openJ(t, dir, Config{ReadOnly: true})
 		}
-		r, err := j.OpenReader(w.ID())
-		require.NoError(t, err)
-		for _, seq := range []wire.Seq{1, 2, 17, 4095, 12345, 29999, 30000, 5} {
-			require.NoError(t, r.SeekSeq(seq))
-			rec, err := r.Next()
-			require.NoError(t, err)
-			require.Equal(t, seq, rec.Seq)
-			require.Equal(t, msgFor(nil, 2, seq), rec.Data)
-		}
-		require.NoError(t, r.SeekSeq(30001))
-		_, err = r.Next()
-		require.Equal(t, io.EOF, err)
-		require.ErrorIs(t, r.SeekSeq(30002), ErrNotFound)
-		require.ErrorIs(t, r.SeekSeq(0), ErrNotFound)
-		for _, seq := range []wire.Seq{1, 100, 20000, 30000} {
-			require.NoError(t, r.SeekTime(tsFor(seq)-1))
-			rec, err := r.Next()
-			require.NoError(t, err)
-			require.Equal(t, seq, rec.Seq)
-		}
-		require.NoError(t, r.SeekTime(tsFor(30000)+1))
-		_, err = r.Next()
-		require.Equal(t, io.EOF, err)
-		require.NoError(t, r.Close())
+		seekChecks(t, j, w.ID())
 	}
 }
 
@@ -512,4 +497,134 @@ func TestErrors(t *testing.T) {
 	require.True(t, errors.Is(err, ErrCorrupt))
 	require.True(t, IsCorrupt(fmt.Errorf("wrap: %w", err)))
 	require.Equal(t, "journal: corrupt record in /x/1.seg at offset 4096: CRC-32C mismatch", err.Error())
+}
+
+// seekChecks seeks a stream of 30000 messages of seed 2 from sequence 1.
+func seekChecks(t *testing.T, j *Journal, id StreamID) {
+	t.Helper()
+	r, err := j.OpenReader(id)
+	require.NoError(t, err)
+	for _, seq := range []wire.Seq{1, 2, 17, 4095, 12345, 29999, 30000, 5} {
+		require.NoError(t, r.SeekSeq(seq))
+		rec, err := r.Next()
+		require.NoError(t, err)
+		require.Equal(t, seq, rec.Seq)
+		require.Equal(t, msgFor(nil, 2, seq), rec.Data)
+	}
+	require.NoError(t, r.SeekSeq(30001))
+	_, err = r.Next()
+	require.Equal(t, io.EOF, err)
+	require.ErrorIs(t, r.SeekSeq(30002), ErrNotFound)
+	require.ErrorIs(t, r.SeekSeq(0), ErrNotFound)
+	for _, seq := range []wire.Seq{1, 100, 20000, 30000} {
+		require.NoError(t, r.SeekTime(tsFor(seq)-1))
+		rec, err := r.Next()
+		require.NoError(t, err)
+		require.Equal(t, seq, rec.Seq)
+	}
+	require.NoError(t, r.SeekTime(tsFor(30000)+1))
+	_, err = r.Next()
+	require.Equal(t, io.EOF, err)
+	require.NoError(t, r.Close())
+}
+
+func TestCompress(t *testing.T) {
+	dir := t.TempDir()
+	j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, BlockBytes: 8 << 10})
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, 2, 30000)
+	id := w.ID()
+	n, err := j.Compact()
+	require.NoError(t, err)
+	in := j.Streams()[0]
+	require.Equal(t, in.Segments-1, n)
+	require.Equal(t, n, in.Compressed)
+	checkStream(t, j, id, 2, 1, 30001) // while the writer is open
+	appendN(t, w, 2, 0)
+	require.NoError(t, w.Close())
+	seekChecks(t, j, id)
+	require.NoError(t, j.Close())
+
+	// Reopened: the compressed segments read back the same.
+	j = openJ(t, dir, Config{})
+	checkStream(t, j, id, 2, 1, 30001)
+	seekChecks(t, j, id)
+	in = j.Streams()[0]
+	require.Equal(t, n, in.Compressed)
+	require.Equal(t, tsFor(1), in.FirstTime)
+	first := j.find(id).segs[0]
+	require.True(t, first.zstd)
+	require.NoError(t, j.Close())
+
+	// A flipped byte in a compressed block: a CorruptError naming the file.
+	b, err := os.ReadFile(first.path)
+	require.NoError(t, err)
+	boff := first.idx[1].off
+	b[boff+blockHdrLen+10] ^= 0x10
+	require.NoError(t, os.WriteFile(first.path, b, 0o644))
+	j = openJ(t, dir, Config{})
+	defer j.Close()
+	r, err := j.OpenReader(id)
+	require.NoError(t, err)
+	defer r.Close()
+	var last wire.Seq
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, first.path, ce.Path)
+			require.Equal(t, boff, ce.Offset)
+			break
+		}
+		last = rec.Seq
+	}
+	require.Equal(t, first.idx[1].seq-1, last)
+}
+
+func TestBackgroundCompression(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, Compress: true})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, 2, 30000)
+	require.NoError(t, w.Close())
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if in := j.Streams()[0]; in.Compressed == in.Segments-1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	in := j.Streams()[0]
+	require.Equal(t, in.Segments-1, in.Compressed)
+	checkStream(t, j, w.ID(), 2, 1, 30001)
+}
+
+func TestRetention(t *testing.T) {
+	t.Run("bytes", func(t *testing.T) {
+		j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, RetainBytes: 3 * MinSegmentBytes})
+		defer j.Close()
+		w, err := j.Create(testSession, testSource, 1)
+		require.NoError(t, err)
+		appendN(t, w, 2, 50000)
+		in := j.Streams()[0]
+		require.LessOrEqual(t, in.Bytes, int64(3*MinSegmentBytes))
+		require.Greater(t, in.First, wire.Seq(1))
+		require.Equal(t, wire.Seq(50001), in.Next)
+		checkStream(t, j, w.ID(), 2, in.First, 50001)
+		require.NoError(t, w.Close())
+	})
+	t.Run("age", func(t *testing.T) {
+		j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, RetainAge: time.Hour})
+		defer j.Close()
+		w, err := j.Create(testSession, testSource, 1)
+		require.NoError(t, err)
+		appendN(t, w, 2, 20000) // timestamps from 2023: all old
+		in := j.Streams()[0]
+		require.Equal(t, 1, in.Segments, "every sealed segment is older than an hour")
+		checkStream(t, j, w.ID(), 2, in.First, 20001)
+		require.NoError(t, w.Close())
+	})
 }

@@ -100,7 +100,7 @@ func (r *Reader) position(seg *segment, e idxEntry) error {
 		r.closeFile()
 		r.seg = seg
 		if seg.zstd {
-			if err := r.zr.openSeg(seg); err != nil {
+			if err := r.zr.openSeg(r.j, seg); err != nil {
 				return err
 			}
 		} else {
