@@ -305,7 +305,7 @@ func parsePorts(s string) ([]uint16, error) {
 	return out, nil
 }
 
-func runPcapExport(ctx context.Context, args []string, stdout io.Writer) error {
+func runPcapExport(_ context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("pcap export", "--journal DIR --out FILE [flags]", `Writes journal streams as a nanosecond pcap of Ethernet/IPv4/UDP frames
 (IPv6 when --group is IPv6), checksums valid, that Wireshark and tshark
 decode with "-d udp.port==PORT,moldudp64". Records are packed into
@@ -314,8 +314,8 @@ timestamp share a packet (as the journal recorded them), --coalesce
 widens that. Each packet carries its first record's time. An ended
 stream exported to its end gets its end-of-session packet.
 
-Streams are written one after another, oldest first; --session,
---source and --incarnation select them (default: all).`)
+The selected streams (--session, --source, --incarnation; default all)
+are merged in packet time order, as they were on the wire.`)
 	jdir := fs.String("journal", "", "journal directory (required)")
 	out := fs.String("out", "", "pcap file to write (required; - for stdout)")
 	session := fs.String("session", "", "export only this session")
@@ -400,23 +400,20 @@ Streams are written one after another, oldest first; --session,
 		f.Close()
 		return err
 	}
+	sts, err := pcap.ExportStreams(w, j, ids, cfg)
+	if err != nil {
+		f.Close()
+		return err
+	}
 	var pkts, msgs uint64
-	for _, id := range ids {
-		if err := ctx.Err(); err != nil {
-			break
-		}
-		st, err := pcap.Export(w, j, id, cfg)
-		if err != nil {
-			f.Close()
-			return err
-		}
+	for i, st := range sts {
 		pkts, msgs = pkts+st.Packets, msgs+st.Messages
 		if *out != "-" {
 			end := ""
 			if st.End {
 				end = " + end of session"
 			}
-			fmt.Fprintf(stdout, "  %s: %d messages (%d..%d) in %d packets%s\n", id, st.Messages, st.First, st.Last, st.Packets, end)
+			fmt.Fprintf(stdout, "  %s: %d messages (%d..%d) in %d packets%s\n", ids[i], st.Messages, st.First, st.Last, st.Packets, end)
 		}
 	}
 	if err := bw.Flush(); err != nil {

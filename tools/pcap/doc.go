@@ -83,7 +83,9 @@
 // times. ExportConfig.Coalesce packs records further apart in time. An
 // ended stream exported to its end gets its end-of-session packet,
 // stamped with the last message's time (the journal keeps the end, not
-// its time; heartbeats are not journaled at all).
+// its time; heartbeats are not journaled at all). ExportStreams merges
+// several streams into one capture in packet time order, as they were on
+// the wire.
 //
 //	tshark -r FILE -d udp.port==PORT,moldudp64 \
 //	    -T fields -e moldudp64.session -e moldudp64.sequence -e moldudp64.count

@@ -60,23 +60,20 @@ type ExportStats struct {
 // packet follows, stamped with the last record's time. Nothing is
 // allocated per record.
 func Export(w *Writer, j *journal.Journal, id journal.StreamID, cfg ExportConfig) (ExportStats, error) {
-	var st ExportStats
+	st, err := ExportStreams(w, j, []journal.StreamID{id}, cfg)
+	return st[0], err
+}
+
+// ExportStreams exports several streams as Export does, merged into one
+// capture in packet time order (ties keep the order of ids), as they were
+// on the wire. It returns each stream's counts, in the order of ids.
+func ExportStreams(w *Writer, j *journal.Journal, ids []journal.StreamID, cfg ExportConfig) ([]ExportStats, error) {
+	stats := make([]ExportStats, len(ids))
 	if !cfg.Group.IsValid() {
 		cfg.Group = DefaultExportGroup
 	}
-	group := netip.AddrPortFrom(cfg.Group.Addr().Unmap(), cfg.Group.Port())
-	v6 := !group.Addr().Is4()
-	if !cfg.Source.IsValid() {
-		cfg.Source = id.Source
-	}
-	src := netip.AddrPortFrom(cfg.Source.Addr().Unmap(), cfg.Source.Port())
-	if !src.IsValid() || src.Addr().Is4() == v6 {
-		lo := netip.MustParseAddr("127.0.0.1")
-		if v6 {
-			lo = netip.IPv6Loopback()
-		}
-		src = netip.AddrPortFrom(lo, 31000)
-	}
+	cfg.Group = netip.AddrPortFrom(cfg.Group.Addr().Unmap(), cfg.Group.Port())
+	v6 := !cfg.Group.Addr().Is4()
 	if cfg.PayloadSize <= 0 {
 		cfg.PayloadSize = wire.DefaultPayloadSizeIPv4
 		if v6 {
@@ -84,104 +81,197 @@ func Export(w *Writer, j *journal.Journal, id journal.StreamID, cfg ExportConfig
 		}
 	}
 	if cfg.PayloadSize < wire.MinPayloadSize || cfg.PayloadSize > wire.MaxPayloadSize {
-		return st, fmt.Errorf("pcap: export: payload size %d outside [%d, %d]", cfg.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
+		return stats, fmt.Errorf("pcap: export: payload size %d outside [%d, %d]", cfg.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
 	}
-	toTime := cfg.ToTime
-	if toTime == 0 {
-		toTime = math.MaxInt64
+	ps := make([]*packer, len(ids))
+	defer func() {
+		for _, p := range ps {
+			if p != nil {
+				p.r.Close()
+			}
+		}
+	}()
+	for i, id := range ids {
+		p, err := newPacker(j, id, cfg, &stats[i])
+		if err != nil {
+			return stats, err
+		}
+		ps[i] = p
+		if err := p.advance(); err != nil {
+			return stats, err
+		}
+	}
+	for {
+		var best *packer
+		for _, p := range ps {
+			if p.ok && (best == nil || p.time < best.time) {
+				best = p
+			}
+		}
+		if best == nil {
+			return stats, nil
+		}
+		if err := w.WritePacket(best.time, best.src, cfg.Group, best.pkt); err != nil {
+			return stats, err
+		}
+		best.st.Packets++
+		if err := best.advance(); err != nil {
+			return stats, err
+		}
+	}
+}
+
+// packer turns one stream's records into MoldUDP64 packets, one at a
+// time: pkt and time hold the current one while ok.
+type packer struct {
+	id          journal.StreamID
+	j           *journal.Journal
+	r           *journal.Reader
+	cfg         ExportConfig
+	st          *ExportStats
+	src         netip.AddrPort
+	first, last wire.Seq
+	toTime      int64
+	enc         wire.Encoder
+	buf         []byte
+	carry       []byte // a record read but not fitting the last packet
+	carrySeq    wire.Seq
+	carryTime   int64
+	hasCarry    bool
+	lastTime    int64
+	eof, ended  bool // records done; end of session written
+	pkt         []byte
+	time        int64
+	ok          bool
+}
+
+func newPacker(j *journal.Journal, id journal.StreamID, cfg ExportConfig, st *ExportStats) (*packer, error) {
+	v6 := !cfg.Group.Addr().Is4()
+	src := cfg.Source
+	if !src.IsValid() {
+		src = id.Source
+	}
+	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	if !src.IsValid() || src.Addr().Is4() == v6 {
+		lo := netip.MustParseAddr("127.0.0.1")
+		if v6 {
+			lo = netip.IPv6Loopback()
+		}
+		src = netip.AddrPortFrom(lo, 31000)
 	}
 	r, err := j.OpenReader(id)
 	if err != nil {
-		return st, fmt.Errorf("pcap: export %s: %w", id, err)
+		return nil, fmt.Errorf("pcap: export %s: %w", id, err)
 	}
-	defer r.Close()
+	p := &packer{id: id, j: j, r: r, cfg: cfg, st: st, src: src, buf: make([]byte, 0, cfg.PayloadSize), toTime: cfg.ToTime}
+	if p.toTime == 0 {
+		p.toTime = math.MaxInt64
+	}
 	first, next := r.Bounds()
-	if cfg.From > first {
-		first = cfg.From
+	p.first, p.last = max(first, cfg.From), next-1
+	if cfg.To != 0 && cfg.To < p.last {
+		p.last = cfg.To
 	}
-	last := next - 1
-	if cfg.To != 0 && cfg.To < last {
-		last = cfg.To
-	}
-	if first < next {
-		if err := r.SeekSeq(first); err != nil {
-			return st, fmt.Errorf("pcap: export %s: seek %d: %w", id, first, err)
+	if p.first < next {
+		if err := r.SeekSeq(p.first); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("pcap: export %s: seek %d: %w", id, p.first, err)
 		}
 	}
 	if cfg.FromTime != 0 {
 		if err := r.SeekTime(cfg.FromTime); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, journal.ErrNotFound) {
-			return st, fmt.Errorf("pcap: export %s: seek time %d: %w", id, cfg.FromTime, err)
+			r.Close()
+			return nil, fmt.Errorf("pcap: export %s: seek time %d: %w", id, cfg.FromTime, err)
 		}
 	}
-	var (
-		enc     wire.Encoder
-		buf     = make([]byte, 0, cfg.PayloadSize)
-		pktTime int64
-		lastT   int64
-	)
-	flush := func() error {
-		if enc.Count() == 0 {
-			return nil
+	return p, nil
+}
+
+// add puts a record into the current packet, starting one if needed; it
+// reports false when the record belongs in the next packet.
+func (p *packer) add(seq wire.Seq, ts int64, data []byte) (bool, error) {
+	if p.enc.Count() > 0 {
+		join := p.cfg.Coalesce < 0 || (ts >= p.time && ts-p.time <= int64(p.cfg.Coalesce))
+		if !join || !p.enc.Fits(len(data)) {
+			return false, nil
 		}
-		if err := w.WritePacket(pktTime, src, group, enc.Bytes()); err != nil {
+	} else {
+		p.enc.Reset(p.buf[:0], p.id.Session, seq, p.cfg.PayloadSize)
+		p.time = ts
+	}
+	if err := p.enc.Add(data); err != nil {
+		return false, fmt.Errorf("pcap: export %s: message %d: %w", p.id, seq, err)
+	}
+	if p.st.First == 0 {
+		p.st.First = seq
+	}
+	p.st.Last, p.lastTime = seq, ts
+	p.st.Messages++
+	return true, nil
+}
+
+// advance makes the next packet current, or sets ok false at the end.
+func (p *packer) advance() error {
+	p.ok = false
+	p.enc.Reset(p.buf[:0], p.id.Session, 0, p.cfg.PayloadSize)
+	if p.hasCarry {
+		p.hasCarry = false
+		if _, err := p.add(p.carrySeq, p.carryTime, p.carry); err != nil {
 			return err
 		}
-		st.Packets++
-		return nil
 	}
-	for {
-		rec, err := r.Next()
+	for !p.eof {
+		rec, err := p.r.Next()
 		if errors.Is(err, io.EOF) {
+			p.eof = true
 			break
 		}
 		if err != nil {
-			return st, fmt.Errorf("pcap: export %s: %w", id, err)
+			return fmt.Errorf("pcap: export %s: %w", p.id, err)
 		}
-		if rec.Seq < first || rec.Time < cfg.FromTime {
+		if rec.Seq < p.first || rec.Time < p.cfg.FromTime {
 			continue // before the selection (SeekTime may land before first)
 		}
-		if rec.Seq > last || rec.Time >= toTime {
+		if rec.Seq > p.last || rec.Time >= p.toTime {
+			p.eof = true
 			break
 		}
-		join := enc.Count() > 0 && (cfg.Coalesce < 0 || (rec.Time >= pktTime && rec.Time-pktTime <= int64(cfg.Coalesce)))
-		if !join || !enc.Fits(len(rec.Data)) {
-			if err := flush(); err != nil {
-				return st, err
-			}
-			enc.Reset(buf[:0], id.Session, rec.Seq, cfg.PayloadSize)
-			pktTime = rec.Time
+		added, err := p.add(rec.Seq, rec.Time, rec.Data)
+		if err != nil {
+			return err
 		}
-		if err := enc.Add(rec.Data); err != nil {
-			return st, fmt.Errorf("pcap: export %s: message %d: %w", id, rec.Seq, err)
+		if !added {
+			p.carry = append(p.carry[:0], rec.Data...)
+			p.carrySeq, p.carryTime, p.hasCarry = rec.Seq, rec.Time, true
+			break
 		}
-		if st.First == 0 {
-			st.First = rec.Seq
-		}
-		st.Last, lastT = rec.Seq, rec.Time
-		st.Messages++
-		if rec.Seq == last {
+		if rec.Seq == p.last {
+			p.eof = true
 			break
 		}
 	}
-	if err := flush(); err != nil {
-		return st, err
+	if p.enc.Count() > 0 {
+		p.pkt, p.ok = p.enc.Bytes(), true
+		return nil
 	}
+	if p.ended {
+		return nil
+	}
+	p.ended = true
 	// The end of session belongs to the selection when its last record
 	// does (or, for a stream without records, when nothing bounds it).
-	info, ok := streamInfo(j, id)
+	info, ok := streamInfo(p.j, p.id)
+	cfg := p.cfg
 	whole := cfg.From == 0 && cfg.To == 0 && cfg.FromTime == 0 && cfg.ToTime == 0
-	if ok && info.Ended && ((st.Messages > 0 && st.Last == info.Next-1) || (info.First == info.Next && whole)) {
-		if st.Messages == 0 {
-			lastT = info.LastTime
+	if ok && info.Ended && ((p.st.Messages > 0 && p.st.Last == info.Next-1) || (info.First == info.Next && whole)) {
+		t := p.lastTime
+		if p.st.Messages == 0 {
+			t = info.LastTime
 		}
-		eos := wire.AppendEndOfSession(buf[:0], id.Session, info.Next)
-		if err := w.WritePacket(lastT, src, group, eos); err != nil {
-			return st, err
-		}
-		st.Packets++
-		st.End = true
+		p.pkt, p.time, p.ok = wire.AppendEndOfSession(p.buf[:0], p.id.Session, info.Next), t, true
+		p.st.End = true
 	}
-	return st, nil
+	return nil
 }
 
 func streamInfo(j *journal.Journal, id journal.StreamID) (journal.StreamInfo, bool) {
