@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -222,4 +223,25 @@ func (r *Reader) accept(dg Datagram) (Reason, bool) {
 		return ReasonNotMoldUDP64, false
 	}
 	return 0, true
+}
+
+// Events iterates over the remaining events; a read error other than the
+// end of the capture is yielded last, with a zero Event. Each Event's
+// Packet is valid until the loop body returns.
+//
+//	for ev, err := range r.Events() {
+//		if err != nil { ... }
+//	}
+func (r *Reader) Events() iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for {
+			ev, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
 }

@@ -467,3 +467,29 @@ func BenchmarkReadCapture(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/packet")
 }
+
+func TestReaderEvents(t *testing.T) {
+	good := writePcap(t, LinkEthernet, true,
+		frame{ts: time.Unix(1, 0), data: ethernet(ipUDP(t, src4, dst4, moldPacket(t, "I", 1, "m")))},
+		frame{ts: time.Unix(2, 0), data: ethernet(ipUDP(t, src4, dst4, moldPacket(t, "I", 2, "n")))})
+	r, err := NewReader(bytes.NewReader(good), Config{})
+	require.NoError(t, err)
+	var seqs []wire.Seq
+	for ev, err := range r.Events() {
+		require.NoError(t, err)
+		p, perr := wire.ParsePacket(ev.Packet)
+		require.NoError(t, perr)
+		seqs = append(seqs, p.Seq)
+	}
+	require.Equal(t, []wire.Seq{1, 2}, seqs)
+
+	r, err = NewReader(bytes.NewReader(good[:len(good)-3]), Config{})
+	require.NoError(t, err)
+	var errs []error
+	for _, err := range r.Events() {
+		errs = append(errs, err)
+	}
+	require.Len(t, errs, 2)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], ErrTruncatedFile)
+}
