@@ -572,3 +572,32 @@ func TestExportStreamsMerged(t *testing.T) {
 	exported, _ := readAll(t, buf.Bytes(), Config{})
 	require.Equal(t, orig, exported)
 }
+
+// BenchmarkImport journals a capture of 1000 packets of 36 40-byte
+// messages (a fresh journal per iteration, no fsync).
+func BenchmarkImport(b *testing.B) {
+	msgs := make([]string, 36)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf("%-40d", i)
+	}
+	var frames []frame
+	for i := range 1000 {
+		frames = append(frames, frame{ts: time.Unix(1, int64(i)), data: ethernet(ipUDP(b, src4, dst4, moldPacket(b, "BENCH", wire.Seq(1+36*i), msgs...)))})
+	}
+	data := writePcap(b, LinkEthernet, true, frames...)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		b.StopTimer()
+		j, err := journal.Open(b.TempDir(), journal.Config{Sync: journal.SyncNone})
+		require.NoError(b, err)
+		b.StartTimer()
+		st, err := importBytes(b, j, ImportConfig{}, data)
+		require.NoError(b, err)
+		require.EqualValues(b, 36000, st.Appended)
+		b.StopTimer()
+		require.NoError(b, j.Close())
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N*36000)/b.Elapsed().Seconds(), "msgs/s")
+}
