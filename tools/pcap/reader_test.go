@@ -493,3 +493,39 @@ func TestReaderEvents(t *testing.T) {
 	require.NoError(t, errs[0])
 	require.ErrorIs(t, errs[1], ErrTruncatedFile)
 }
+
+// TestReadEveryLinkType writes a pcap of each link type with pcapgo and
+// reads the datagram back through the Reader.
+func TestReadEveryLinkType(t *testing.T) {
+	pkt := moldPacket(t, "LINK", 9, "m1", "m2")
+	v4, v6 := ipUDP(t, src4, dst4, pkt), ipUDP(t, src6, dst6, pkt)
+	ts := time.Unix(1700000000, 42)
+	for _, tc := range []struct {
+		name string
+		lt   LinkType
+		data []byte
+		dst  netip.AddrPort
+	}{
+		{"ethernet", LinkEthernet, ethernet(v4), dst4},
+		{"ethernet-802.1Q-ipv6", LinkEthernet, ethernet(v6, etherTypeVLAN), dst6},
+		{"ethernet-QinQ", LinkEthernet, ethernet(v4, etherTypeQinQ, etherTypeVLAN), dst4},
+		{"sll", LinkSLL, sll(v4), dst4},
+		{"sll2-ipv6", LinkSLL2, sll2(v6), dst6},
+		{"raw", LinkRaw, v6, dst6},
+		{"ipv4", LinkIPv4, v4, dst4},
+		{"ipv6", LinkIPv6, v6, dst6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, st := readAll(t, writePcap(t, tc.lt, true, frame{ts: ts, data: tc.data}), Config{})
+			require.Len(t, evs, 1, "skipped %v", st.Skipped)
+			require.Equal(t, pkt, evs[0].Packet)
+			require.Equal(t, tc.dst, evs[0].Dst)
+			require.Equal(t, ts.UnixNano(), evs[0].Time)
+		})
+	}
+	t.Run("unknown link type", func(t *testing.T) {
+		evs, st := readAll(t, writePcap(t, LinkType(147), true, frame{ts: ts, data: v4}), Config{})
+		require.Empty(t, evs)
+		require.EqualValues(t, 1, st.Skip(ReasonLinkType))
+	})
+}
