@@ -42,6 +42,13 @@ type ImportConfig struct {
 	// MaxGaps bounds the gaps listed in ImportStats.Gaps (all are
 	// counted in GapCount). Default 1000.
 	MaxGaps int
+	// Reorder is how many packets beyond a missing one a stream holds,
+	// waiting for the missing one to arrive late (a capture's reordering),
+	// before the hole counts as a gap. Default 64; negative holds none.
+	Reorder int
+	// ReorderBytes bounds the bytes held for reordering over all streams;
+	// default 16 MiB.
+	ReorderBytes int
 }
 
 func (c ImportConfig) withDefaults() ImportConfig {
@@ -50,6 +57,12 @@ func (c ImportConfig) withDefaults() ImportConfig {
 	}
 	if c.MaxGaps <= 0 {
 		c.MaxGaps = 1000
+	}
+	if c.Reorder == 0 {
+		c.Reorder = 64
+	}
+	if c.ReorderBytes <= 0 {
+		c.ReorderBytes = 16 << 20
 	}
 	return c
 }
@@ -115,6 +128,7 @@ type istream struct {
 	jEnded   bool            // the journal incarnation has ended: nothing more goes in
 	done     bool            // the capture ended this stream (end of session)
 	broken   bool            // a gap was seen: the next data starts anew
+	pend     []held          // packets beyond next, by sequence (Reorder)
 	sum      int             // index in stats.Streams
 	used     uint64          // LRU clock
 }
@@ -126,14 +140,16 @@ type istream struct {
 //
 // An Importer is not safe for concurrent use. Call Close when done.
 type Importer struct {
-	j       *journal.Journal
-	cfg     ImportConfig
-	streams map[streamKey]*istream
-	used    map[journal.StreamID]bool // incarnations a capture stream of this import went to
-	open    int
-	clock   uint64
-	stats   ImportStats
-	file    string
+	j         *journal.Journal
+	cfg       ImportConfig
+	streams   map[streamKey]*istream
+	used      map[journal.StreamID]bool // incarnations a capture stream of this import went to
+	open      int
+	free      [][]byte // recycled buffers of held packets
+	pendBytes int
+	clock     uint64
+	stats     ImportStats
+	file      string
 }
 
 // NewImporter returns an Importer writing to j.
@@ -193,6 +209,11 @@ func (im *Importer) Add(ev Event) error {
 		st = nil
 	}
 	if st != nil && !st.done && !st.broken && p.Seq > st.next {
+		if im.cfg.Reorder > 0 {
+			// Maybe only reordered: hold it until the missing packets
+			// arrive or the window is full.
+			return im.hold(st, p, ev)
+		}
 		if err := im.gap(st, st.next, p.Seq, ev); err != nil {
 			return err
 		}
@@ -209,7 +230,117 @@ func (im *Importer) Add(ev Event) error {
 			return err
 		}
 	}
-	return im.data(st, p, ev)
+	if err := im.data(st, p, ev); err != nil {
+		return err
+	}
+	return im.drain(st)
+}
+
+// held is a packet beyond its stream's next sequence, kept for a while
+// in case the packets before it arrive late (reordering).
+type held struct {
+	seq   wire.Seq
+	time  int64
+	frame uint64
+	file  string
+	pkt   []byte // a copy
+}
+
+// hold keeps p until the packets before it arrive; when the stream holds
+// more than Reorder packets (or all streams more than ReorderBytes), the
+// oldest hole is a gap.
+func (im *Importer) hold(st *istream, p wire.Packet, ev Event) error {
+	var buf []byte
+	if n := len(im.free); n > 0 {
+		buf, im.free = im.free[n-1][:0], im.free[:n-1]
+	}
+	h := held{seq: p.Seq, time: ev.Time, frame: ev.Frame, file: im.file, pkt: append(buf, ev.Packet...)}
+	i := len(st.pend)
+	for i > 0 && st.pend[i-1].seq > h.seq {
+		i--
+	}
+	st.pend = append(st.pend, held{})
+	copy(st.pend[i+1:], st.pend[i:])
+	st.pend[i] = h
+	im.pendBytes += len(h.pkt)
+	if len(st.pend) > im.cfg.Reorder || im.pendBytes > im.cfg.ReorderBytes {
+		return im.giveUp(st)
+	}
+	return nil
+}
+
+// drain journals the held packets of the stream of st that its next
+// sequence has reached.
+func (im *Importer) drain(st *istream) error {
+	for len(st.pend) > 0 && st.pend[0].seq <= st.next {
+		h := st.pend[0]
+		st.pend = st.pend[1:]
+		if err := im.replay(st, h); err != nil {
+			return err
+		}
+		st = im.streams[st.key] // replay may have started a new incarnation
+		if st == nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// replay journals a held packet and recycles its buffer.
+func (im *Importer) replay(st *istream, h held) error {
+	defer im.recycle(h)
+	p, err := wire.ParsePacket(h.pkt)
+	if err != nil {
+		return err
+	}
+	if err := im.data(st, p, Event{Time: h.time, Src: st.key.src, Packet: h.pkt, Frame: h.frame}); err != nil {
+		return fmt.Errorf("%s: packet %d (held for reordering): %w", h.file, h.frame, err)
+	}
+	return nil
+}
+
+func (im *Importer) recycle(h held) {
+	im.pendBytes -= len(h.pkt)
+	if len(im.free) < 64 {
+		im.free = append(im.free, h.pkt)
+	}
+}
+
+// giveUp declares the hole before st's oldest held packet a gap: under
+// GapSplit the held packets continue in a new incarnation.
+func (im *Importer) giveUp(st *istream) error {
+	h := st.pend[0]
+	file := im.file
+	im.file = h.file
+	err := im.gap(st, st.next, h.seq, Event{Frame: h.frame})
+	im.file = file
+	if err != nil {
+		return err
+	}
+	pend := st.pend
+	st.pend = nil
+	p, err := wire.ParsePacket(h.pkt)
+	if err != nil {
+		return err
+	}
+	nst, err := im.start(st.key, p, h.time)
+	if err != nil {
+		return err
+	}
+	nst.pend = pend
+	return im.drain(nst)
+}
+
+// flushPending gives up every hole of st (the capture ended, the stream
+// restarted or ended) and returns the stream's current state.
+func (im *Importer) flushPending(st *istream) (*istream, error) {
+	for st != nil && len(st.pend) > 0 {
+		if err := im.giveUp(st); err != nil {
+			return st, err
+		}
+		st = im.streams[st.key]
+	}
+	return st, nil
 }
 
 // data journals the messages of p beyond what st has seen.
@@ -270,6 +401,13 @@ func (im *Importer) data(st *istream, p wire.Packet, ev Event) error {
 }
 
 func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
+	if st != nil && len(st.pend) > 0 && p.Seq > st.next {
+		// The publisher went idle past the hole: it will not be filled.
+		var err error
+		if st, err = im.flushPending(st); err != nil {
+			return err
+		}
+	}
 	if st == nil || st.done {
 		im.stats.Orphans++
 		return nil
@@ -287,6 +425,12 @@ func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
 }
 
 func (im *Importer) end(st *istream, p wire.Packet, ev Event) error {
+	if st != nil && len(st.pend) > 0 && p.Seq > st.next {
+		var err error
+		if st, err = im.flushPending(st); err != nil {
+			return err
+		}
+	}
 	if st == nil || st.done {
 		im.stats.Orphans++
 		return nil
@@ -487,15 +631,34 @@ func (im *Importer) release(st *istream) error {
 	return nil
 }
 
-// closeStream ends the import of st (a restart or a new start follows).
+// closeStream ends the import of st (a restart or a new start follows),
+// first journaling or giving up what it held for reordering.
 func (im *Importer) closeStream(st *istream) error {
+	if len(st.pend) > 0 {
+		var err error
+		if st, err = im.flushPending(st); err != nil {
+			return err
+		}
+	}
 	delete(im.streams, st.key)
 	return im.release(st)
 }
 
-// Close closes every writer the Importer opened (syncing them).
+// Close journals what was held for reordering (each hole a gap) and
+// closes every writer the Importer opened, syncing them.
 func (im *Importer) Close() error {
 	var first error
+	var keys []streamKey
+	for k, st := range im.streams {
+		if len(st.pend) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		if _, err := im.flushPending(im.streams[k]); err != nil && first == nil {
+			first = err
+		}
+	}
 	for _, st := range im.streams {
 		if err := im.release(st); err != nil && first == nil {
 			first = err

@@ -34,7 +34,9 @@ func importBytes(t testing.TB, j *journal.Journal, cfg ImportConfig, captures ..
 			break
 		}
 	}
-	require.NoError(t, im.Close())
+	if cerr := im.Close(); err == nil {
+		err = cerr
+	}
 	return im.Stats(), err
 }
 
@@ -288,7 +290,7 @@ func TestImportGaps(t *testing.T) {
 		j := openJournal(t)
 		st, err := importBytes(t, j, ImportConfig{Gaps: GapFail}, c)
 		require.ErrorIs(t, err, ErrGap)
-		require.ErrorContains(t, err, "c0.pcap: packet 2")
+		require.ErrorContains(t, err, "seen at c0.pcap packet 2")
 		require.ErrorContains(t, err, "messages 6..10 missing")
 		require.EqualValues(t, 5, st.Appended, "what came before the gap stays")
 	})
@@ -600,4 +602,52 @@ func BenchmarkImport(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.N*36000)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+func TestImportReorder(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	// Packets 1, 3, 4, 2, 5 (2 arrives late), then 7 with 6 never coming.
+	frames := feed(t, src4, "ORD", t0, [2]int{1, 2}, [2]int{5, 2}, [2]int{7, 2}, [2]int{3, 2}, [2]int{9, 1}, [2]int{11, 3})
+	c := writePcap(t, LinkEthernet, true, frames...)
+
+	t.Run("window", func(t *testing.T) {
+		j := openJournal(t)
+		st, err := importBytes(t, j, ImportConfig{}, c)
+		require.NoError(t, err)
+		require.EqualValues(t, 12, st.Appended)
+		require.EqualValues(t, 1, st.GapCount, "only message 10 is missing")
+		require.Equal(t, wire.Seq(10), st.Gaps[0].From)
+		require.Equal(t, wire.Seq(11), st.Gaps[0].To)
+		require.EqualValues(t, 6, st.Gaps[0].Frame, "the packet after the hole")
+		view := journalView(t, j)
+		require.Len(t, view, 2)
+		require.Len(t, view[0].Recs, 9)
+		for i, r := range view[0].Recs {
+			require.Equal(t, wire.Seq(i+1), r.Seq)
+			require.Equal(t, fmt.Sprintf("ORD/%d", i+1), r.Data)
+		}
+		require.Equal(t, wire.Seq(11), view[1].Recs[0].Seq)
+	})
+	t.Run("window of one", func(t *testing.T) {
+		j := openJournal(t)
+		st, err := importBytes(t, j, ImportConfig{Reorder: 1}, c)
+		require.NoError(t, err)
+		// 5-6 and 7-8 are held: two beyond the window, so 3-4 is a gap
+		// and arrives late.
+		require.EqualValues(t, 2, st.Late)
+		require.EqualValues(t, 2, st.GapCount)
+	})
+	t.Run("no window", func(t *testing.T) {
+		j := openJournal(t)
+		st, err := importBytes(t, j, ImportConfig{Reorder: -1}, c)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, st.Late)
+		require.EqualValues(t, 2, st.GapCount)
+	})
+	t.Run("held bytes bounded", func(t *testing.T) {
+		j := openJournal(t)
+		st, err := importBytes(t, j, ImportConfig{ReorderBytes: 10}, c)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, st.Late)
+	})
 }
