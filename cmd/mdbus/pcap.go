@@ -78,10 +78,11 @@ skipped and counted by reason in the summary.
 With --journal, each (source address, session) becomes a journal stream: a
 sequence restart (back to 1) or data after an end of session starts a new
 incarnation; messages the journal already holds are skipped, so importing
-a capture twice adds nothing. The journal keeps every incarnation
-contiguous, so a gap in the capture (messages it missed) is reported and,
-with --gaps split (the default), what follows it becomes a new
-incarnation; --gaps fail stops at the first gap instead.
+a capture twice adds nothing. Packets beyond a missing one wait (up to
+--reorder per stream) for it to arrive late. The journal keeps every
+incarnation contiguous, so a gap in the capture (messages it missed) is
+reported and, with --gaps split (the default), what follows it becomes a
+new incarnation; --gaps fail stops at the first gap instead.
 
 With --group, the captured packets are sent verbatim (session and
 sequences preserved) to the group from one plain UDP socket, paced by
@@ -93,6 +94,7 @@ their capture times (--speed), on --interface (default lo) with --ttl
 	dsts := fs.String("dst", "", "keep only packets to these destination addresses or address:ports (comma-separated)")
 	gaps := fs.String("gaps", "split", "on a gap in a stream: split (new incarnation after it) or fail")
 	noFrag := fs.Bool("no-reassembly", false, "count IP fragments as skipped instead of reassembling them")
+	reorder := fs.Int("reorder", 64, "packets a stream holds beyond a missing one, waiting for it to arrive late (0 = none)")
 	speed := fs.Float64("speed", 1, "--group pacing: 1 = capture pace, 2 = twice as fast, 0 = as fast as possible")
 	ifname := fs.String("interface", "lo", "--group: interface multicast leaves through")
 	ttl := fs.Int("ttl", 0, "--group: multicast TTL; 0 keeps packets on this host")
@@ -139,7 +141,13 @@ their capture times (--speed), on --interface (default lo) with --ttl
 		}
 		return pcapSend(ctx, files, cfg, pcap.SendConfig{Group: g, Interface: *ifname, TTL: *ttl, Speed: sp}, stdout)
 	}
-	var icfg pcap.ImportConfig
+	icfg := pcap.ImportConfig{Reorder: *reorder}
+	if *reorder < 0 {
+		return usageErr("--reorder must not be negative")
+	}
+	if *reorder == 0 {
+		icfg.Reorder = -1
+	}
 	switch *gaps {
 	case "split":
 		icfg.Gaps = pcap.GapSplit

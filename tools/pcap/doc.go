@@ -54,11 +54,15 @@
 //   - a data packet or heartbeat at sequence 1 after later sequences, or
 //     data after an end of session, starts a new incarnation;
 //   - messages below the stream's next sequence are duplicates, skipped;
-//   - a jump (a gap the capture missed) is reported in ImportStats.Gaps;
-//     the journal keeps every incarnation contiguous, so under GapSplit
-//     (the default) what follows becomes a new incarnation and under
-//     GapFail the import stops with ErrGap. A packet that arrives after a
-//     later one split the stream is counted as late, not journaled;
+//   - a packet beyond the next sequence is held (up to Reorder packets
+//     per stream, 64 by default, and ReorderBytes over all) in case the
+//     missing ones arrive late, as they do in captures with reordering;
+//   - a hole that the window, a heartbeat past it, an end of session, a
+//     restart or the end of the import gives up is a gap, reported in
+//     ImportStats.Gaps; the journal keeps every incarnation contiguous, so
+//     under GapSplit (the default) what follows becomes a new incarnation
+//     and under GapFail the import stops with ErrGap. A packet arriving
+//     after its hole was given up is counted as late, not journaled;
 //   - an end of session is journaled (Writer.End).
 //
 // Importing is idempotent: a capture stream first looks for an
