@@ -52,7 +52,7 @@ func TestParseValid(t *testing.T) {
 	f, tr := false, true
 	for _, tc := range []struct {
 		name, in string
-		want []parsed
+		want     []parsed
 	}{
 		{"counter", "a.b:1|c", []parsed{{name: "a.b", typ: TypeCounter, vals: []float64{1}, deltas: []bool{f}, raw: "1", rate: 1}}},
 		{"counter rate", "a:3|c|@0.1", []parsed{{name: "a", typ: TypeCounter, vals: []float64{3}, deltas: []bool{f}, raw: "3", rate: 0.1}}},
