@@ -189,9 +189,11 @@ type Metric struct {
 	// 0 if absent. It is carried, not used to place the metric in a flush
 	// interval (see "Flush intervals" in the package doc).
 	Timestamp int64
-	// Line is the whole metric as sent: for an etsy multi-metric line the
-	// name plus this metric's part.
+	// Line is the metric as sent. For the second and later metrics of an
+	// etsy multi-metric line (Part set) it is only this metric's part,
+	// without the name: "name:" + Line is the metric on a line of its own.
 	Line []byte
+	Part bool
 }
 
 // Member returns the i-th member of a set, i < N.
@@ -260,7 +262,7 @@ func (p *Parser) Next(m *Metric) (ok bool, reason Reason) {
 		if len(line) == 0 {
 			continue
 		}
-		m.Line = line
+		m.Line, m.Part = line, false
 		if last && p.truncated {
 			m.Line = line[:min(len(line), 64)]
 			return true, ReasonTruncated
@@ -315,7 +317,9 @@ func (p *Parser) parseMore(m *Metric) Reason {
 	p.more = nil
 	// The part's text, for logs: it is not contiguous with the name.
 	m.Line = body
-	return p.parseBody(m, p.name, body, body)
+	r := p.parseBody(m, p.name, body, body)
+	m.Part = true
+	return r
 }
 
 func (p *Parser) checkName(name []byte) Reason {
@@ -337,7 +341,7 @@ func (p *Parser) checkName(name []byte) Reason {
 // the type, sample rate or timestamp field starts the next metric of an
 // etsy multi-metric line (saved in p.more).
 func (p *Parser) parseBody(m *Metric, name, body, line []byte) Reason {
-	m.Name, m.Line = name, line
+	m.Name, m.Line, m.Part = name, line, false
 	m.Type, m.N, m.Rate, m.Tags, m.NTags, m.Container, m.Timestamp = TypeNone, 0, 1, nil, 0, nil, 0
 	bar := bytes.IndexByte(body, '|')
 	if bar < 0 {
@@ -378,6 +382,7 @@ func (p *Parser) parseBody(m *Metric, name, body, line []byte) Reason {
 				return ReasonNoValue
 			}
 			p.more = rest[1:]
+			m.Line = line[:len(line)-len(rest)]
 			break
 		}
 		rest = rest[1:] // the '|'
