@@ -144,8 +144,8 @@ const (
 	selfSeries         = SelfPrefix + "collector.series"
 	selfSeriesRefused  = SelfPrefix + "collector.series_refused"
 	selfMembersRefused = SelfPrefix + "collector.set_members_refused"
-	selfHistRefused    = SelfPrefix + "collector.histograms_refused"
-	selfClamped        = SelfPrefix + "collector.histogram_clamped"
+	selfHistRefused    = SelfPrefix + "collector.percentiles_refused"
+	selfClamped        = SelfPrefix + "collector.values_clamped"
 	selfLost           = SelfPrefix + "collector.bus_lost_messages"
 	selfBadMessages    = SelfPrefix + "collector.bad_bus_messages"
 )
