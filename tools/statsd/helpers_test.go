@@ -20,7 +20,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { labtest.Main(m) }
+func TestMain(m *testing.M) {
+	if !netlab.Inside() {
+		// npm needs the registry, which the lab cannot reach: install the
+		// pinned packages before entering it.
+		ensureNPM()
+	}
+	labtest.Main(m)
+}
 
 var groupPort atomic.Uint32
 
