@@ -247,4 +247,3 @@ func ourGraphite(t *testing.T, rec *recorder, prefix string, timeout time.Durati
 	t.Fatalf("the collector flushed no interval with %s* in %v", prefix, timeout)
 	return nil
 }
-
