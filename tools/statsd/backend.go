@@ -405,7 +405,7 @@ func (p *Prometheus) render() {
 				continue
 			}
 			for i, q := range s.quants {
-				qs := strconv.FormatFloat(s.pcts[i]/100, 'g', -1, 64)
+				qs := strconv.FormatFloat(s.pcts[i]/100, 'g', 12, 64)
 				b = fmtFloat(append(append(b, n...), lb(`quantile="`+qs+`"`)+" "...), q)
 				b = append(b, '\n')
 			}
