@@ -85,6 +85,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.pub = pub
 	c.em = newEmitter(pub, cfg.MaxMessageLen, cfg.Now)
+	c.p = NewParser(c.em.clampLimits(cfg.Limits))
 	c.b = newBuilder(c.em)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel

@@ -29,7 +29,8 @@ type emitter struct {
 	pub     *publisher.Publication
 	last    int64
 	sent    bool // a message went out since the last tick
-	maxLen  int
+	maxLen  int // a message is published once another line would not fit
+	hardMax int // the largest message: a single long line may fill it
 	now     func() int64
 	tickBuf []byte
 	errs    uint64
@@ -40,11 +41,23 @@ func newEmitter(pub *publisher.Publication, maxLen int, now func() int64) *emitt
 	if maxLen <= 0 {
 		maxLen = DefaultMaxMessageLen
 	}
-	maxLen = max(min(maxLen, pub.MaxMessageLen()), HeaderLen+64)
+	hard := pub.MaxMessageLen()
+	maxLen = max(min(maxLen, hard), HeaderLen+64)
 	if now == nil {
 		now = func() int64 { return time.Now().UnixNano() }
 	}
-	return &emitter{pub: pub, maxLen: maxLen, now: now, tickBuf: AppendMessageHeader(nil, 0)}
+	return &emitter{pub: pub, maxLen: maxLen, hardMax: hard, now: now, tickBuf: AppendMessageHeader(nil, 0)}
+}
+
+// maxLine is the longest line one message can carry.
+func (e *emitter) maxLine() int { return e.hardMax - HeaderLen - 1 }
+
+// clampLimits lowers l.MaxLineLen to what a bus message can carry, so a
+// longer line is refused and counted (ReasonLineTooLong), never lost.
+func (e *emitter) clampLimits(l Limits) Limits {
+	l = l.withDefaults()
+	l.MaxLineLen = min(l.MaxLineLen, e.maxLine())
+	return l
 }
 
 // publish stamps msg (a header and lines) and publishes it.
@@ -109,16 +122,18 @@ func newBuilder(e *emitter) *builder {
 
 // add appends one line, parts joined (for an etsy multi-metric part: the
 // name, ":" and the part), publishing the message first when the line
-// would not fit. A line that cannot fit in an empty message is refused.
+// would not fit in maxLen. A line longer than that goes alone in a
+// message of up to hardMax bytes; one longer still is refused (the
+// parser's limits, clamped by clampLimits, keep it from coming).
 func (b *builder) add(parts ...[]byte) (ok bool, err error) {
 	n := 1
 	for _, p := range parts {
 		n += len(p)
 	}
-	if HeaderLen+n > b.e.maxLen {
+	if HeaderLen+n > b.e.hardMax {
 		return false, nil
 	}
-	if len(b.buf)+n > b.e.maxLen {
+	if len(b.buf)+n > b.e.maxLen && b.n > 0 {
 		err = b.flush()
 	}
 	for _, p := range parts {

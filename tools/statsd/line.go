@@ -117,13 +117,17 @@ func (r Reason) String() string {
 // default.
 type Limits struct {
 	// MaxLineLen is the longest line accepted, in bytes; default 8192.
+	// A relay or client lowers it to what one bus message can carry
+	// (1,440 bytes with the publisher's default payload size; set
+	// publisher.Config.PayloadSize for longer lines), so that a line is
+	// refused and counted rather than lost.
 	MaxLineLen int
 	// MaxNameLen is the longest metric name; default 512.
 	MaxNameLen int
 	// MaxTags is the most tags on one line; default 64.
 	MaxTags int
 	// MaxTagBytes is the longest tag list (the bytes after '#'); default
-	// 2048.
+	// 1024.
 	MaxTagBytes int
 	// MaxValues is the most packed values on one line (name:1:2:3|d);
 	// default and at most MaxPacked.
@@ -135,7 +139,7 @@ const (
 	DefaultMaxLineLen  = 8192
 	DefaultMaxNameLen  = 512
 	DefaultMaxTags     = 64
-	DefaultMaxTagBytes = 2048
+	DefaultMaxTagBytes = 1024
 	// MaxPacked is the largest Limits.MaxValues: the size of
 	// Metric.Values.
 	MaxPacked = 256

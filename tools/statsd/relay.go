@@ -212,6 +212,7 @@ func NewRelay(cfg RelayConfig) (r *Relay, err error) {
 		return nil, fmt.Errorf("statsd: relay: %w", err)
 	}
 	r.em = newEmitter(r.pub, cfg.MaxMessageLen, cfg.Now)
+	r.cfg.Limits = r.em.clampLimits(cfg.Limits)
 	if !cfg.NoUDP {
 		r.udp, err = sock.Open(sock.Config{Local: cfg.Listen, ReadBuffer: cfg.ReadBuffer})
 		if err != nil {

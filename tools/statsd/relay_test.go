@@ -1,6 +1,7 @@
 package statsd
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -136,4 +137,40 @@ func TestClient(t *testing.T) {
 	require.Equal(t, float64(-4), tot.gauges["cl.neg|"])
 	require.Equal(t, float64(1000), tot.samples["cl.t|"])
 	require.Equal(t, 26, tot.sets["cl.s|"])
+}
+
+// TestRelayLongLines: a valid line as long as a bus message can carry is
+// delivered (alone in its message); a longer one is refused and counted,
+// never lost silently.
+func TestRelayLongLines(t *testing.T) {
+	p := newPipeline(t, pipeOpts{flush: oneInterval})
+	tags := func(n, size int) string {
+		var b []string
+		for i := range n {
+			b = append(b, fmt.Sprintf("k%02d:%s", i, strings.Repeat("v", size-4)))
+		}
+		return strings.Join(b, ",")
+	}
+	fits := "long.ok:1|c|#" + tags(60, 22)    // about 1,400 bytes
+	tooLong := "long.no:1|c|#" + tags(60, 26) // about 1,640 bytes
+	require.Less(t, len(fits), p.relay.cfg.Limits.MaxLineLen)
+	require.Greater(t, len(tooLong), p.relay.cfg.Limits.MaxLineLen)
+	conn := udpSender(t, p.relay.Addr())
+	for range 10 {
+		_, err := conn.Write([]byte("short:1|c\n" + fits + "\n" + tooLong + "\nshort:1|c\n"))
+		require.NoError(t, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	rs := p.relay.Stats()
+	p.finish(t, 10*time.Second)
+	tot := p.recs[0].totals()
+	require.Equal(t, uint64(10), rs.Bad[ReasonLineTooLong])
+	require.Equal(t, float64(20), tot.counters["short|"])
+	var n float64
+	for k, v := range tot.counters {
+		if strings.HasPrefix(k, "long.ok|") {
+			n += v
+		}
+	}
+	require.Equal(t, float64(10), n)
 }
