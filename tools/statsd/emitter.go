@@ -29,8 +29,8 @@ type emitter struct {
 	pub     *publisher.Publication
 	last    int64
 	sent    bool // a message went out since the last tick
-	maxLen  int // a message is published once another line would not fit
-	hardMax int // the largest message: a single long line may fill it
+	maxLen  int  // a message is published once another line would not fit
+	hardMax int  // the largest message: a single long line may fill it
 	now     func() int64
 	tickBuf []byte
 	errs    uint64
