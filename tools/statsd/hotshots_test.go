@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// envInt reads a size from the environment, else def (small under -short).
+// envInt reads a size from the environment, else def (short under
+// -short or -race).
 func envInt(name string, def, short int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
 	}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		return short
 	}
 	return def
