@@ -151,8 +151,8 @@ func TestRelayLongLines(t *testing.T) {
 		}
 		return strings.Join(b, ",")
 	}
-	fits := "long.ok:1|c|#" + tags(60, 22)    // about 1,400 bytes
-	tooLong := "long.no:1|c|#" + tags(60, 26) // about 1,640 bytes
+	fits := "long.ok." + strings.Repeat("x", 462) + ":1|c|#" + tags(45, 20)    // 1,420 bytes
+	tooLong := "long.no." + strings.Repeat("x", 500) + ":1|c|#" + tags(48, 20) // 1,522 bytes
 	require.Less(t, len(fits), p.relay.cfg.Limits.MaxLineLen)
 	require.Greater(t, len(tooLong), p.relay.cfg.Limits.MaxLineLen)
 	conn := udpSender(t, p.relay.Addr())
@@ -168,9 +168,9 @@ func TestRelayLongLines(t *testing.T) {
 	require.Equal(t, float64(20), tot.counters["short|"])
 	var n float64
 	for k, v := range tot.counters {
-		if strings.HasPrefix(k, "long.ok|") {
+		if strings.HasPrefix(k, "long.ok.") {
 			n += v
 		}
 	}
-	require.Equal(t, float64(10), n)
+	require.Equal(t, float64(10), n, "relay %+v, collector bad %v, metrics %v", rs, tot.bad, tot.metrics)
 }
