@@ -737,3 +737,73 @@ func TestVerifyRepair(t *testing.T) {
 		})
 	}
 }
+
+func TestSyncEvery(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{Sync: SyncEvery})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	for range 20 {
+		appendN(t, w, 1, 1)
+		require.Equal(t, w.Next(), w.Durable())
+	}
+	require.NoError(t, w.Close())
+}
+
+// TestSyncIntervalDurable: the background sync makes appends durable
+// within a bounded time without any call.
+func TestSyncIntervalDurable(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{SyncInterval: 5 * time.Millisecond})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, 1, 100)
+	require.Less(t, w.Durable(), wire.Seq(101))
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Durable() != 101 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, wire.Seq(101), w.Durable())
+	require.NoError(t, w.Close())
+}
+
+// TestLiveReader follows a stream while another goroutine writes it,
+// across segment rotations.
+func TestLiveReader(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{SegmentBytes: MinSegmentBytes})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	const n = 30000
+	done := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for seq := wire.Seq(1); seq <= n; seq++ {
+			buf = msgFor(buf, 11, seq)
+			if err := w.Append(seq, tsFor(seq), buf); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- w.Close()
+	}()
+	r, err := j.OpenReader(w.ID())
+	require.NoError(t, err)
+	defer r.Close()
+	want := wire.Seq(1)
+	deadline := time.Now().Add(60 * time.Second)
+	for want <= n && time.Now().Before(deadline) {
+		rec, err := r.Next()
+		if err == io.EOF {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		require.NoError(t, err)
+		if rec.Seq != want || !bytes.Equal(rec.Data, msgFor(nil, 11, want)) {
+			t.Fatalf("record %d: got %d", want, rec.Seq)
+		}
+		want++
+	}
+	require.Equal(t, wire.Seq(n+1), want)
+	require.NoError(t, <-done)
+}
