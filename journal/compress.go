@@ -270,14 +270,31 @@ func (j *Journal) enqueueSealed(st *stream) {
 	}
 }
 
-// sealed returns the stream's segments but the newest.
+// sealed returns the stream's segments that take no more appends: all but
+// the newest, and the newest too once the end of session is recorded and
+// no writer holds it.
 func (st *stream) sealed() []*segment {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
-	if len(st.segs) < 2 {
+	n := len(st.segs)
+	if n > 0 && st.newestSealed() {
+		return append([]*segment(nil), st.segs...)
+	}
+	if n < 2 {
 		return nil
 	}
-	return append([]*segment(nil), st.segs[:len(st.segs)-1]...)
+	return append([]*segment(nil), st.segs[:n-1]...)
+}
+
+// newestSealed reports whether the newest segment is final; st.mu held.
+func (st *stream) newestSealed() bool {
+	if st.writer != nil || st.bad != nil || len(st.segs) == 0 {
+		return false
+	}
+	s := st.segs[len(st.segs)-1]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
 }
 
 // Compact compresses every sealed segment that is not compressed yet,
@@ -462,7 +479,7 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 
 	st.mu.Lock()
 	i := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].first >= seg.first })
-	if i == len(st.segs) || st.segs[i] != seg || i == len(st.segs)-1 {
+	if i == len(st.segs) || st.segs[i] != seg || (i == len(st.segs)-1 && !st.newestSealed()) {
 		st.mu.Unlock()
 		_ = os.Remove(tmp) // removed by retention meanwhile
 		return nil

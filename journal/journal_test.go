@@ -628,3 +628,182 @@ func TestRetention(t *testing.T) {
 		require.NoError(t, w.Close())
 	})
 }
+
+// flipMessageByte flips a byte in the message of the k-th record of an
+// uncompressed segment and returns the record's offset.
+func flipMessageByte(t *testing.T, path string, k int) int64 {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	off := int64(SegmentHeaderLen)
+	for range k {
+		fr, st := decodeFrame(b[off:])
+		require.Equal(t, frameOK, st)
+		off += int64(fr.n)
+	}
+	b[off+RecordHeaderLen+msgFixedLen+1] ^= 0x01
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return off
+}
+
+func TestVerifyRepair(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		compact bool
+	}{{"plain", false}, {"compressed", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes})
+			w, err := j.Create(testSession, testSource, 1)
+			require.NoError(t, err)
+			appendN(t, w, 9, 10000)
+			require.NoError(t, w.Close())
+			id := w.ID()
+			if c.compact {
+				_, err := j.Compact()
+				require.NoError(t, err)
+			}
+			segs, err := j.Segments(id)
+			require.NoError(t, err)
+			require.Greater(t, len(segs), 2)
+			require.NoError(t, j.Close())
+
+			// Damage the newest segment (uncompressed) and a sealed one.
+			offNewest := flipMessageByte(t, segs[len(segs)-1].Path, 7)
+			sealed := segs[1]
+			var sealedOff int64
+			if c.compact {
+				b, err := os.ReadFile(sealed.Path)
+				require.NoError(t, err)
+				sealedOff = int64(SegmentHeaderLen)
+				b[sealedOff+blockHdrLen+40] ^= 0x20 // the first block
+				require.NoError(t, os.WriteFile(sealed.Path, b, 0o644))
+			} else {
+				sealedOff = flipMessageByte(t, sealed.Path, 30)
+			}
+
+			j = openJ(t, dir, Config{})
+			defer j.Close()
+			bad, err := j.Verify(id)
+			require.NoError(t, err)
+			require.Len(t, bad, 2)
+			require.Equal(t, sealed.Path, bad[0].Path)
+			require.Equal(t, sealedOff, bad[0].Offset)
+			require.Equal(t, segs[len(segs)-1].Path, bad[1].Path)
+			require.Equal(t, offNewest, bad[1].Offset)
+			_, err = j.Resume(id)
+			require.ErrorIs(t, err, ErrCorrupt)
+
+			var asked []Range
+			filled, err := j.Repair(id, func(r Range) ([][]byte, error) {
+				asked = append(asked, r)
+				var out [][]byte
+				for s := r.From; s < r.To; s++ {
+					out = append(out, msgFor(nil, 9, s))
+				}
+				return out, nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, asked, filled)
+			require.Len(t, filled, 2)
+			if !c.compact {
+				require.Equal(t, Range{sealed.First + 30, sealed.First + 31}, filled[0])
+			}
+			require.Equal(t, Range{segs[len(segs)-1].First + 7, segs[len(segs)-1].First + 8}, filled[1])
+			bad, err = j.Verify(id)
+			require.NoError(t, err)
+			require.Empty(t, bad)
+			// Repaired messages carry the neighbour's time; compare data only.
+			r, err := j.OpenReader(id)
+			require.NoError(t, err)
+			for seq := wire.Seq(1); seq <= 10000; seq++ {
+				rec, err := r.Next()
+				require.NoError(t, err)
+				if rec.Seq != seq || !bytes.Equal(rec.Data, msgFor(nil, 9, seq)) {
+					t.Fatalf("record %d wrong after repair", seq)
+				}
+			}
+			_, err = r.Next()
+			require.Equal(t, io.EOF, err)
+			require.NoError(t, r.Close())
+			w, err = j.Resume(id)
+			require.NoError(t, err)
+			appendN(t, w, 9, 10)
+			require.NoError(t, w.Close())
+			require.NoError(t, j.Close())
+			j = openJ(t, dir, Config{ReadOnly: true})
+			bad, err = j.Verify(id)
+			require.NoError(t, err)
+			require.Empty(t, bad)
+		})
+	}
+}
+
+func TestSyncEvery(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{Sync: SyncEvery})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	for range 20 {
+		appendN(t, w, 1, 1)
+		require.Equal(t, w.Next(), w.Durable())
+	}
+	require.NoError(t, w.Close())
+}
+
+// TestSyncIntervalDurable: the background sync makes appends durable
+// within a bounded time without any call.
+func TestSyncIntervalDurable(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{SyncInterval: 5 * time.Millisecond})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, 1, 100)
+	require.Less(t, w.Durable(), wire.Seq(101))
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Durable() != 101 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, wire.Seq(101), w.Durable())
+	require.NoError(t, w.Close())
+}
+
+// TestLiveReader follows a stream while another goroutine writes it,
+// across segment rotations.
+func TestLiveReader(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{SegmentBytes: MinSegmentBytes})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	const n = 30000
+	done := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for seq := wire.Seq(1); seq <= n; seq++ {
+			buf = msgFor(buf, 11, seq)
+			if err := w.Append(seq, tsFor(seq), buf); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- w.Close()
+	}()
+	r, err := j.OpenReader(w.ID())
+	require.NoError(t, err)
+	defer r.Close()
+	want := wire.Seq(1)
+	deadline := time.Now().Add(60 * time.Second)
+	for want <= n && time.Now().Before(deadline) {
+		rec, err := r.Next()
+		if err == io.EOF {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		require.NoError(t, err)
+		if rec.Seq != want || !bytes.Equal(rec.Data, msgFor(nil, 11, want)) {
+			t.Fatalf("record %d: got %d", want, rec.Seq)
+		}
+		want++
+	}
+	require.Equal(t, wire.Seq(n+1), want)
+	require.NoError(t, <-done)
+}
