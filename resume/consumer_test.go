@@ -109,7 +109,7 @@ func TestConsumerResumes(t *testing.T) {
 	t.Logf("first run: %+v", st)
 
 	f.publish(t, 1001, 120_001) // beyond NAK.MaxPending (65,536) while nobody listens
-	c = run(64)                  // a small live buffer: it overflows while history is fetched
+	c = run(64)                 // a small live buffer: it overflows while history is fetched
 	done := make(chan struct{})
 	go func() { // the live feed keeps going during the catch-up
 		defer close(done)
