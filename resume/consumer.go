@@ -114,6 +114,7 @@ type cstream struct {
 	id       subscriber.StreamID
 	next     wire.Seq // next sequence to deliver
 	catching bool     // history is being fetched; live messages go to buf
+	target   wire.Seq // while catching: the first live sequence held (history ends before it)
 	buf      []held
 	slab     []byte   // the held messages' bytes
 	end      wire.Seq // an end of session heard while catching up
@@ -227,20 +228,16 @@ func (c *Consumer) onLive(m subscriber.Message) {
 	defer c.mu.Unlock()
 	s := c.streams[m.Stream]
 	if s == nil {
-		s = &cstream{id: m.Stream, next: c.start(m.Stream, m.Seq), end: wire.InvalidSeq}
-		c.streams[m.Stream] = s
-		if s.next < m.Seq {
-			s.catching = true
-			c.st.CatchUps++
-			c.wg.Add(1)
-			go c.catchUp(s)
-		}
+		s = c.newStream(m.Stream, m.Seq)
 	}
 	if s.catching {
 		if len(s.buf) >= c.cfg.MaxBuffered || len(s.slab)+len(m.Data) > c.cfg.MaxBufferedBytes {
 			// Full: drop what is held; the catch-up fetches it as history.
 			s.buf, s.slab = s.buf[:0], s.slab[:0]
 			c.st.Overflows++
+		}
+		if len(s.buf) == 0 {
+			s.target = m.Seq
 		}
 		s.buf = append(s.buf, held{seq: m.Seq, off: len(s.slab), len: len(m.Data)})
 		s.slab = append(s.slab, m.Data...)
@@ -255,6 +252,20 @@ func (c *Consumer) onLive(m subscriber.Message) {
 	c.deliver(s, m.Seq, m.Data)
 	c.dmu.Unlock()
 	c.st.Live++
+}
+
+// newStream starts the state of stream id, whose first live sequence is
+// first, and its catch-up when it starts before first. c.mu must be held.
+func (c *Consumer) newStream(id subscriber.StreamID, first wire.Seq) *cstream {
+	s := &cstream{id: id, next: c.start(id, first), end: wire.InvalidSeq}
+	c.streams[id] = s
+	if s.next < first {
+		s.catching, s.target = true, first
+		c.st.CatchUps++
+		c.wg.Add(1)
+		go c.catchUp(s)
+	}
+	return s
 }
 
 // deliver hands one message to the application and the checkpoint. c.dmu
@@ -282,7 +293,13 @@ func (c *Consumer) onEnd(id subscriber.StreamID, next wire.Seq) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.streams[id]
-	if s != nil && s.catching {
+	if s == nil {
+		// The first thing heard of the stream is its end (the consumer
+		// restarted after the publisher finished): its history may still
+		// be due.
+		s = c.newStream(id, next)
+	}
+	if s.catching {
 		s.end = next
 		return
 	}
@@ -310,7 +327,7 @@ func (c *Consumer) catchUp(s *cstream) {
 	}
 	for {
 		c.mu.Lock()
-		target := s.buf[0].seq // never empty while catching (see onLive)
+		target := s.target
 		if s.next >= target {
 			c.switchLive(s)
 			c.mu.Unlock()

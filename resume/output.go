@@ -18,9 +18,23 @@ import (
 //
 // Write to Writer only from OnMessage (the delivering goroutine).
 type Output struct {
+	f *os.File
+	w *bufio.Writer
+	n counted // f, counting what reaches it
+}
+
+// counted counts the bytes written to the file: a bufio.Writer writes
+// through on its own when its buffer fills, so its Buffered count at a
+// flush is not all that was written since the last.
+type counted struct {
 	f   *os.File
-	w   *bufio.Writer
-	off int64 // bytes flushed to f
+	off int64
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	n, err := c.f.Write(b)
+	c.off += int64(n)
+	return n, err
 }
 
 // OpenOutput opens (creating) the output at path, truncates it to the
@@ -51,22 +65,21 @@ func OpenOutput(path string, cp *Checkpoint) (*Output, error) {
 		f.Close()
 		return nil, fmt.Errorf("resume: output %s: %w", path, err)
 	}
-	o := &Output{f: f, w: bufio.NewWriterSize(f, 256<<10), off: off}
+	o := &Output{f: f, n: counted{f: f, off: off}}
+	o.w = bufio.NewWriterSize(&o.n, 256<<10)
 	cp.SetFlush(o.flush)
 	return o, nil
 }
 
 // Writer is where the application writes.
-func (o *Output) Writer() io.Writer { return o.w }
+func (o *Output) Writer() *bufio.Writer { return o.w }
 
 // flush is the Checkpoint's Flush: the output's length as a token.
 func (o *Output) flush() ([]byte, error) {
-	n := int64(o.w.Buffered())
 	if err := o.w.Flush(); err != nil {
 		return nil, fmt.Errorf("resume: output: %w", err)
 	}
-	o.off += n
-	return binary.BigEndian.AppendUint64(nil, uint64(o.off)), nil
+	return binary.BigEndian.AppendUint64(nil, uint64(o.n.off)), nil
 }
 
 // Close flushes and closes the file. Close the Consumer (which saves the
