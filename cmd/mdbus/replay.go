@@ -94,9 +94,23 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 	}
 	opts := replay.Options{Open: rng.open, Loop: *loop, ProgressEvery: *progress}
 	for _, st := range j.Streams() {
-		if st.ID == id {
-			opts.FirstTime, opts.LastTime = st.FirstTime, st.LastTime
-			opts.Total = uint64(st.Next - st.First)
+		if st.ID != id || st.Next <= st.First {
+			continue
+		}
+		// What the progress line's ETA needs: the range's size, or the
+		// time of its last record.
+		first, last := max(st.First, rng.from), st.Next-1
+		if rng.to != 0 {
+			last = min(last, rng.to)
+		}
+		if fromNS == 0 && toNS == 0 && last >= first {
+			opts.Total = uint64(last-first) + 1
+		}
+		if rng.to == 0 {
+			opts.LastTime = st.LastTime
+			if toNS != 0 {
+				opts.LastTime = min(toNS, st.LastTime)
+			}
 		}
 	}
 	if *progress > 0 {
