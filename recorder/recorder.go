@@ -56,6 +56,11 @@ type Config struct {
 // missed, so what it journals is every message of each stream from its
 // first, in order, once.
 //
+// A recorder restarted over the same journal continues each live stream's
+// newest incarnation (same session and source, not ended), fetching the
+// messages it missed while it was down from Upstream first; without an
+// Upstream, or when the fetch fails, the stream gets a new incarnation.
+//
 // A range that nobody could repair (declared lost by the subscriber)
 // cannot be journaled: the recording continues in a new incarnation after
 // it, and Stats counts it (Restarts).
@@ -79,6 +84,7 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 		cfg.ReadBuffer = DefaultRewinderReadBuffer
 	}
 	r := &Recorder{tap: newTap(cfg.Journal, orDiscard(cfg.Logger))}
+	r.tap.upstream = cfg.Upstream
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
 		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, RepairGroup: cfg.RepairGroup,

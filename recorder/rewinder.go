@@ -121,6 +121,7 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	srvCfg.Sources = []retransmit.Source{r.cache}
 	if cfg.Journal != nil {
 		r.tap = newTap(cfg.Journal, orDiscard(cfg.Logger))
+		r.tap.upstream = cfg.Upstream
 		srvCfg.Sources = append(srvCfg.Sources, cfg.Journal)
 	}
 	srvCfg.Sources = append(srvCfg.Sources, cfg.Server.Sources...)
