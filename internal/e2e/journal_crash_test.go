@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -40,7 +41,8 @@ func TestChildRecorder(t *testing.T) {
 	require.Len(t, f, 3)
 	j, err := journal.Open(f[2], journal.Config{Sync: journal.SyncInterval, SyncInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
-	rec, err := recorder.NewRecorder(recorder.Config{Feed: netip.MustParseAddrPort(f[0]), Upstream: netip.MustParseAddrPort(f[1]), Journal: j})
+	rec, err := recorder.NewRecorder(recorder.Config{Feed: netip.MustParseAddrPort(f[0]), Upstream: netip.MustParseAddrPort(f[1]), Journal: j,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(f[2]+".ready", nil, 0o644))
 	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -155,7 +157,7 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 		infos, torn := check()
 		tornTotal += torn
 		require.Len(t, infos, 1, "one incarnation: each restart continued it")
-		t.Logf("kill %d: journal holds [%d, %d), %d torn tail(s) truncated", k+1, infos[0].First, infos[0].Next, torn)
+		t.Logf("%s kill %d: journal holds [%d, %d), %d torn tail(s) truncated", time.Now().Format("05.000"), k+1, infos[0].First, infos[0].Next, torn)
 		cmd = start()
 	}
 	select {
