@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/journal"
@@ -13,6 +14,13 @@ import (
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
 )
+
+// DefaultNAKDeadline is how long a Recorder, or a Rewinder with an
+// Upstream, keeps asking for a missing range before it gives it up: ten
+// times a subscriber's default, since a recorder's history matters more
+// than its latency, and a range given up splits the journal into two
+// incarnations.
+const DefaultNAKDeadline = 10 * time.Second
 
 // Config configures a Recorder. The zero value of each field is its
 // default, except Feed and Journal, which are required.
@@ -38,7 +46,8 @@ type Config struct {
 	// session from its start, fetching what came before the join from
 	// Upstream (within subscriber.Config.MaxGap and NAK.MaxPending).
 	StartSeq wire.Seq
-	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK).
+	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
+	// its Deadline defaults to DefaultNAKDeadline.
 	NAK nak.Config
 	// Journal receives the recording. The caller opens and closes it.
 	Journal *journal.Journal
@@ -82,6 +91,9 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 	}
 	if cfg.ReadBuffer <= 0 {
 		cfg.ReadBuffer = DefaultRewinderReadBuffer
+	}
+	if cfg.NAK.Deadline <= 0 {
+		cfg.NAK.Deadline = DefaultNAKDeadline
 	}
 	r := &Recorder{tap: newTap(cfg.Journal, orDiscard(cfg.Logger))}
 	r.tap.upstream = cfg.Upstream

@@ -45,7 +45,8 @@ type RewinderConfig struct {
 	// its own feed socket missed, so its history has no holes: a kernel
 	// drop costs a re-request, not the cached range.
 	Upstream netip.AddrPort
-	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK).
+	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
+	// its Deadline defaults to DefaultNAKDeadline.
 	NAK nak.Config
 	// Journal, when not nil, receives every message the rewinder
 	// delivers (one journal incarnation per stream incarnation, stamped
@@ -135,6 +136,9 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	r.srv = srv
 	if cfg.ReadBuffer <= 0 {
 		cfg.ReadBuffer = DefaultRewinderReadBuffer
+	}
+	if cfg.NAK.Deadline <= 0 && cfg.Upstream.IsValid() {
+		cfg.NAK.Deadline = DefaultNAKDeadline
 	}
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,

@@ -77,7 +77,12 @@ type position struct {
 // rename; a machine crash loses at most the last Interval, since both the
 // file and its directory are fsynced.
 //
-// Delivered, SetToken and Save are called by the one goroutine that
+// A save runs on the delivering goroutine (inside Delivered): it writes
+// the small file and fsyncs it and its directory, typically well under a
+// millisecond to a few milliseconds, once per Interval; the subscriber's
+// socket buffer and NAK recovery cover the pause.
+//
+// Delivered, SetFlush and Save are called by the one goroutine that
 // delivers messages; Position and Token may be called from any goroutine.
 type Checkpoint struct {
 	path string

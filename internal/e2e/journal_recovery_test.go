@@ -116,7 +116,7 @@ func TestAcceptanceRecorderKernelDrops(t *testing.T) {
 	j, err := journal.Open(t.TempDir(), journal.Config{})
 	require.NoError(t, err)
 	defer j.Close()
-	st := &stall{every: 200, pause: 100 * time.Millisecond}
+	st := &stall{every: 50, pause: 100 * time.Millisecond}
 	st.left.Store(5)
 	rec, err := recorder.NewRecorder(recorder.Config{
 		Feed: feed, Upstream: srv.Addr(), Journal: j, StartSeq: 1,
@@ -155,6 +155,7 @@ func TestAcceptanceRecorderKernelDrops(t *testing.T) {
 	require.NoError(t, jerr)
 	t.Logf("recorder: %d stalls, kernel drops %d, NAKs %d, recovered %d, lost %d; journaled %d messages in %d incarnation(s)",
 		st.stalls.Load(), fs.KernelDrops, fs.NAKs, fs.Recovered, fs.LostMessages, ts.Messages, ts.Incarnations)
+	t.Logf("recorder feed: reorder overflows %d, resyncs %d, held max %d, lost ranges %d", fs.ReorderOverflows, fs.Resyncs, fs.HeldMax, fs.LostRanges)
 	require.Positive(t, fs.KernelDrops, "the stalls must make the kernel drop (else this test proves nothing)")
 	require.Zero(t, fs.LostMessages)
 	require.Equal(t, uint64(1), ts.Incarnations, "one incarnation: no hole restarted the history")
