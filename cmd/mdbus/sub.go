@@ -25,7 +25,7 @@ order, once. Prints every message ("session seq text" for printable text,
 hex otherwise), or with --stats only a stats line per interval. Ends at
 --count messages, --duration, end of session with --exit-on-end, or SIGINT.`)
 	gf := addGroupFlags(fs)
-	statsEvery := fs.Duration("stats", 0, "print a stats line every interval instead of messages (e.g. 1s)")
+	stats := fs.Duration("stats", 0, "print a stats line every interval instead of messages (e.g. 1s)")
 	count := fs.Int("count", 0, "exit after this many messages (0 = no limit)")
 	dur := fs.Duration("duration", 0, "exit after this long (0 = no limit)")
 	exitOnEnd := fs.Bool("exit-on-end", false, "exit when a stream ends (end-of-session packet)")
@@ -73,7 +73,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	if *stop {
 		policy = subscriber.LossStop
 	}
-	if *count < 0 || *dur < 0 || *statsEvery < 0 || *rcvbuf < 0 {
+	if *count < 0 || *dur < 0 || *stats < 0 || *rcvbuf < 0 {
 		return usageErr("--count, --duration, --stats and --rcvbuf must not be negative")
 	}
 	rs, err := parseSubResume(*start, *ckpt, *outFile, *jdir)
@@ -100,7 +100,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 			mu.Lock()
 			defer mu.Unlock()
 			n++
-			if *statsEvery == 0 {
+			if *stats == 0 {
 				printMessage(msgOut, m)
 			}
 			if *count > 0 && n >= *count {
@@ -116,7 +116,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 			}
 		},
 	}
-	stats := func() subscriber.Stats { return rs.stats() }
+	feedStats := func() subscriber.Stats { return rs.stats() }
 	if rs.enabled {
 		if err := rs.open(scfg); err != nil {
 			rs.close()
@@ -129,11 +129,11 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 			return err
 		}
 		defer s.Close()
-		stats = s.Stats
+		feedStats = s.Stats
 	}
 	var tick <-chan time.Time
-	if *statsEvery > 0 {
-		t := time.NewTicker(*statsEvery)
+	if *stats > 0 {
+		t := time.NewTicker(*stats)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -151,7 +151,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		case <-end:
 			return nil
 		case <-tick:
-			st := stats()
+			st := feedStats()
 			streams := st.Streams
 			mu.Lock() // never call into the subscriber while holding mu: OnMessage takes mu under the subscriber's lock
 			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d naks %d recovered %d lost %d (recovery p50 %v p99 %v) kernel-drops %d streams %d\n",
