@@ -138,8 +138,8 @@ journal back with mdbus replay.`)
 		case <-tick:
 			ts, jerr := rec.Stats()
 			fst := rec.FeedStats()
-			fmt.Fprintf(stdout, "%s journaled %d msgs %d bytes, %d incarnations | kernel drops %d, NAKs %d, recovered %d, lost %d\n",
-				time.Now().Format("15:04:05"), ts.Messages, ts.Bytes, ts.Incarnations,
+			fmt.Fprintf(stdout, "%s journaled %d msgs %d bytes, %d incarnations, %d ended | kernel drops %d, NAKs %d, recovered %d, lost %d\n",
+				time.Now().Format("15:04:05"), ts.Messages, ts.Bytes, ts.Incarnations, ts.Ended,
 				fst.KernelDrops, fst.NAKs, fst.Recovered, fst.LostMessages)
 			if jerr != nil {
 				rec.Close()
