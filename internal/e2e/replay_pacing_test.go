@@ -121,7 +121,10 @@ func TestAcceptanceReplayPacing(t *testing.T) {
 				raw[i], centred[i] = abs(o), abs(o-med)
 			}
 			n := len(offs)
-			first, last := slices.Clone(offs[:n/10]), slices.Clone(offs[n-n/10:])
+			// Drift: the median offset of the first third against the last
+			// third (thirds, not tenths: one scheduler stall of a loaded
+			// machine must not pass for a trend in a short replay).
+			first, last := slices.Clone(offs[:n/3]), slices.Clone(offs[n-n/3:])
 			slices.Sort(raw)
 			slices.Sort(centred)
 			slices.Sort(first)
@@ -141,7 +144,7 @@ func TestAcceptanceReplayPacing(t *testing.T) {
 			t.Logf("speed %v: %d messages over %v recorded (%v replayed)", speed, n, span, time.Duration(float64(span)/speed).Round(time.Millisecond))
 			t.Logf("  from the first arrival: error p50 %v p99 %v max %v, %.2f%% within 1 ms", pct(raw, 0.5), pct(raw, 0.99), raw[n-1], within(raw))
 			t.Logf("  centred (constant latency %v removed): error p50 %v p99 %v max %v, %.2f%% within 1 ms", med, pct(centred, 0.5), pct(centred, 0.99), centred[n-1], within(centred))
-			t.Logf("  drift: median offset first tenth %v, last tenth %v (%v)", pct(first, 0.5), pct(last, 0.5), drift)
+			t.Logf("  drift: median offset first third %v, last third %v (%v)", pct(first, 0.5), pct(last, 0.5), drift)
 			// Loose bounds: on a loaded machine (2 cores shared by many
 			// test runs) wake-ups come late by tens of ms; the acceptance
 			// numbers are the logged ones, from a quiet machine. A pacer
