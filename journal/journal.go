@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -34,7 +36,8 @@ type Journal struct {
 	closed  bool
 	torn    []TornTail
 
-	comp *compressor // nil unless cfg.Compress
+	comp *compressor   // nil unless cfg.Compress
+	dec  *zstd.Decoder // made on first read of a compressed segment
 }
 
 // TornTail reports a torn tail that Open cut from a segment.
@@ -404,6 +407,12 @@ func (j *Journal) Close() error {
 	if j.comp != nil {
 		j.comp.close()
 	}
+	j.mu.Lock()
+	if j.dec != nil {
+		j.dec.Close()
+		j.dec = nil
+	}
+	j.mu.Unlock()
 	return first
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -159,30 +160,7 @@ func TestSeek(t *testing.T) {
 			require.NoError(t, j.Close())
 			j = openJ(t, dir, Config{ReadOnly: true})
 		}
-		r, err := j.OpenReader(w.ID())
-		require.NoError(t, err)
-		for _, seq := range []wire.Seq{1, 2, 17, 4095, 12345, 29999, 30000, 5} {
-			require.NoError(t, r.SeekSeq(seq))
-			rec, err := r.Next()
-			require.NoError(t, err)
-			require.Equal(t, seq, rec.Seq)
-			require.Equal(t, msgFor(nil, 2, seq), rec.Data)
-		}
-		require.NoError(t, r.SeekSeq(30001))
-		_, err = r.Next()
-		require.Equal(t, io.EOF, err)
-		require.ErrorIs(t, r.SeekSeq(30002), ErrNotFound)
-		require.ErrorIs(t, r.SeekSeq(0), ErrNotFound)
-		for _, seq := range []wire.Seq{1, 100, 20000, 30000} {
-			require.NoError(t, r.SeekTime(tsFor(seq)-1))
-			rec, err := r.Next()
-			require.NoError(t, err)
-			require.Equal(t, seq, rec.Seq)
-		}
-		require.NoError(t, r.SeekTime(tsFor(30000)+1))
-		_, err = r.Next()
-		require.Equal(t, io.EOF, err)
-		require.NoError(t, r.Close())
+		seekChecks(t, j, w.ID())
 	}
 }
 
@@ -519,4 +497,313 @@ func TestErrors(t *testing.T) {
 	require.True(t, errors.Is(err, ErrCorrupt))
 	require.True(t, IsCorrupt(fmt.Errorf("wrap: %w", err)))
 	require.Equal(t, "journal: corrupt record in /x/1.seg at offset 4096: CRC-32C mismatch", err.Error())
+}
+
+// seekChecks seeks a stream of 30000 messages of seed 2 from sequence 1.
+func seekChecks(t *testing.T, j *Journal, id StreamID) {
+	t.Helper()
+	r, err := j.OpenReader(id)
+	require.NoError(t, err)
+	for _, seq := range []wire.Seq{1, 2, 17, 4095, 12345, 29999, 30000, 5} {
+		require.NoError(t, r.SeekSeq(seq))
+		rec, err := r.Next()
+		require.NoError(t, err)
+		require.Equal(t, seq, rec.Seq)
+		require.Equal(t, msgFor(nil, 2, seq), rec.Data)
+	}
+	require.NoError(t, r.SeekSeq(30001))
+	_, err = r.Next()
+	require.Equal(t, io.EOF, err)
+	require.ErrorIs(t, r.SeekSeq(30002), ErrNotFound)
+	require.ErrorIs(t, r.SeekSeq(0), ErrNotFound)
+	for _, seq := range []wire.Seq{1, 100, 20000, 30000} {
+		require.NoError(t, r.SeekTime(tsFor(seq)-1))
+		rec, err := r.Next()
+		require.NoError(t, err)
+		require.Equal(t, seq, rec.Seq)
+	}
+	require.NoError(t, r.SeekTime(tsFor(30000)+1))
+	_, err = r.Next()
+	require.Equal(t, io.EOF, err)
+	require.NoError(t, r.Close())
+}
+
+func TestCompress(t *testing.T) {
+	dir := t.TempDir()
+	j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, BlockBytes: 8 << 10})
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, 2, 30000)
+	id := w.ID()
+	n, err := j.Compact()
+	require.NoError(t, err)
+	in := j.Streams()[0]
+	require.Equal(t, in.Segments-1, n)
+	require.Equal(t, n, in.Compressed)
+	checkStream(t, j, id, 2, 1, 30001) // while the writer is open
+	appendN(t, w, 2, 0)
+	require.NoError(t, w.Close())
+	seekChecks(t, j, id)
+	require.NoError(t, j.Close())
+
+	// Reopened: the compressed segments read back the same.
+	j = openJ(t, dir, Config{})
+	checkStream(t, j, id, 2, 1, 30001)
+	seekChecks(t, j, id)
+	in = j.Streams()[0]
+	require.Equal(t, n, in.Compressed)
+	require.Equal(t, tsFor(1), in.FirstTime)
+	first := j.find(id).segs[0]
+	require.True(t, first.zstd)
+	require.NoError(t, j.Close())
+
+	// A flipped byte in a compressed block: a CorruptError naming the file.
+	b, err := os.ReadFile(first.path)
+	require.NoError(t, err)
+	boff := first.idx[1].off
+	b[boff+blockHdrLen+10] ^= 0x10
+	require.NoError(t, os.WriteFile(first.path, b, 0o644))
+	j = openJ(t, dir, Config{})
+	defer j.Close()
+	r, err := j.OpenReader(id)
+	require.NoError(t, err)
+	defer r.Close()
+	var last wire.Seq
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, first.path, ce.Path)
+			require.Equal(t, boff, ce.Offset)
+			break
+		}
+		last = rec.Seq
+	}
+	require.Equal(t, first.idx[1].seq-1, last)
+}
+
+func TestBackgroundCompression(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, Compress: true})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, 2, 30000)
+	require.NoError(t, w.Close())
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if in := j.Streams()[0]; in.Compressed == in.Segments-1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	in := j.Streams()[0]
+	require.Equal(t, in.Segments-1, in.Compressed)
+	checkStream(t, j, w.ID(), 2, 1, 30001)
+}
+
+func TestRetention(t *testing.T) {
+	t.Run("bytes", func(t *testing.T) {
+		j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, RetainBytes: 3 * MinSegmentBytes})
+		defer j.Close()
+		w, err := j.Create(testSession, testSource, 1)
+		require.NoError(t, err)
+		appendN(t, w, 2, 50000)
+		in := j.Streams()[0]
+		require.LessOrEqual(t, in.Bytes, int64(3*MinSegmentBytes))
+		require.Greater(t, in.First, wire.Seq(1))
+		require.Equal(t, wire.Seq(50001), in.Next)
+		checkStream(t, j, w.ID(), 2, in.First, 50001)
+		require.NoError(t, w.Close())
+	})
+	t.Run("age", func(t *testing.T) {
+		j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, RetainAge: time.Hour})
+		defer j.Close()
+		w, err := j.Create(testSession, testSource, 1)
+		require.NoError(t, err)
+		appendN(t, w, 2, 20000) // timestamps from 2023: all old
+		in := j.Streams()[0]
+		require.Equal(t, 1, in.Segments, "every sealed segment is older than an hour")
+		checkStream(t, j, w.ID(), 2, in.First, 20001)
+		require.NoError(t, w.Close())
+	})
+}
+
+// flipMessageByte flips a byte in the message of the k-th record of an
+// uncompressed segment and returns the record's offset.
+func flipMessageByte(t *testing.T, path string, k int) int64 {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	off := int64(SegmentHeaderLen)
+	for range k {
+		fr, st := decodeFrame(b[off:])
+		require.Equal(t, frameOK, st)
+		off += int64(fr.n)
+	}
+	b[off+RecordHeaderLen+msgFixedLen+1] ^= 0x01
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return off
+}
+
+func TestVerifyRepair(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		compact bool
+	}{{"plain", false}, {"compressed", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes})
+			w, err := j.Create(testSession, testSource, 1)
+			require.NoError(t, err)
+			appendN(t, w, 9, 10000)
+			require.NoError(t, w.Close())
+			id := w.ID()
+			if c.compact {
+				_, err := j.Compact()
+				require.NoError(t, err)
+			}
+			segs, err := j.Segments(id)
+			require.NoError(t, err)
+			require.Greater(t, len(segs), 2)
+			require.NoError(t, j.Close())
+
+			// Damage the newest segment (uncompressed) and a sealed one.
+			offNewest := flipMessageByte(t, segs[len(segs)-1].Path, 7)
+			sealed := segs[1]
+			var sealedOff int64
+			if c.compact {
+				b, err := os.ReadFile(sealed.Path)
+				require.NoError(t, err)
+				sealedOff = int64(SegmentHeaderLen)
+				b[sealedOff+blockHdrLen+40] ^= 0x20 // the first block
+				require.NoError(t, os.WriteFile(sealed.Path, b, 0o644))
+			} else {
+				sealedOff = flipMessageByte(t, sealed.Path, 30)
+			}
+
+			j = openJ(t, dir, Config{})
+			defer j.Close()
+			bad, err := j.Verify(id)
+			require.NoError(t, err)
+			require.Len(t, bad, 2)
+			require.Equal(t, sealed.Path, bad[0].Path)
+			require.Equal(t, sealedOff, bad[0].Offset)
+			require.Equal(t, segs[len(segs)-1].Path, bad[1].Path)
+			require.Equal(t, offNewest, bad[1].Offset)
+			_, err = j.Resume(id)
+			require.ErrorIs(t, err, ErrCorrupt)
+
+			var asked []Range
+			filled, err := j.Repair(id, func(r Range) ([][]byte, error) {
+				asked = append(asked, r)
+				var out [][]byte
+				for s := r.From; s < r.To; s++ {
+					out = append(out, msgFor(nil, 9, s))
+				}
+				return out, nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, asked, filled)
+			require.Len(t, filled, 2)
+			if !c.compact {
+				require.Equal(t, Range{sealed.First + 30, sealed.First + 31}, filled[0])
+			}
+			require.Equal(t, Range{segs[len(segs)-1].First + 7, segs[len(segs)-1].First + 8}, filled[1])
+			bad, err = j.Verify(id)
+			require.NoError(t, err)
+			require.Empty(t, bad)
+			// Repaired messages carry the neighbour's time; compare data only.
+			r, err := j.OpenReader(id)
+			require.NoError(t, err)
+			for seq := wire.Seq(1); seq <= 10000; seq++ {
+				rec, err := r.Next()
+				require.NoError(t, err)
+				if rec.Seq != seq || !bytes.Equal(rec.Data, msgFor(nil, 9, seq)) {
+					t.Fatalf("record %d wrong after repair", seq)
+				}
+			}
+			_, err = r.Next()
+			require.Equal(t, io.EOF, err)
+			require.NoError(t, r.Close())
+			w, err = j.Resume(id)
+			require.NoError(t, err)
+			appendN(t, w, 9, 10)
+			require.NoError(t, w.Close())
+			require.NoError(t, j.Close())
+			j = openJ(t, dir, Config{ReadOnly: true})
+			bad, err = j.Verify(id)
+			require.NoError(t, err)
+			require.Empty(t, bad)
+		})
+	}
+}
+
+func TestSyncEvery(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{Sync: SyncEvery})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	for range 20 {
+		appendN(t, w, 1, 1)
+		require.Equal(t, w.Next(), w.Durable())
+	}
+	require.NoError(t, w.Close())
+}
+
+// TestSyncIntervalDurable: the background sync makes appends durable
+// within a bounded time without any call.
+func TestSyncIntervalDurable(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{SyncInterval: 5 * time.Millisecond})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, 1, 100)
+	require.Less(t, w.Durable(), wire.Seq(101))
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Durable() != 101 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, wire.Seq(101), w.Durable())
+	require.NoError(t, w.Close())
+}
+
+// TestLiveReader follows a stream while another goroutine writes it,
+// across segment rotations.
+func TestLiveReader(t *testing.T) {
+	j := openJ(t, t.TempDir(), Config{SegmentBytes: MinSegmentBytes})
+	defer j.Close()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	const n = 30000
+	done := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for seq := wire.Seq(1); seq <= n; seq++ {
+			buf = msgFor(buf, 11, seq)
+			if err := w.Append(seq, tsFor(seq), buf); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- w.Close()
+	}()
+	r, err := j.OpenReader(w.ID())
+	require.NoError(t, err)
+	defer r.Close()
+	want := wire.Seq(1)
+	deadline := time.Now().Add(60 * time.Second)
+	for want <= n && time.Now().Before(deadline) {
+		rec, err := r.Next()
+		if err == io.EOF {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		require.NoError(t, err)
+		if rec.Seq != want || !bytes.Equal(rec.Data, msgFor(nil, 11, want)) {
+			t.Fatalf("record %d: got %d", want, rec.Seq)
+		}
+		want++
+	}
+	require.Equal(t, wire.Seq(n+1), want)
+	require.NoError(t, <-done)
 }

@@ -100,7 +100,7 @@ func (r *Reader) position(seg *segment, e idxEntry) error {
 		r.closeFile()
 		r.seg = seg
 		if seg.zstd {
-			if err := r.zr.openSeg(seg); err != nil {
+			if err := r.zr.openSeg(r.j, seg); err != nil {
 				return err
 			}
 		} else {
@@ -173,6 +173,18 @@ func (r *Reader) SeekTime(ns int64) error {
 // record returns a *CorruptError, never the record. The record's Data is
 // valid until the next call on the Reader.
 func (r *Reader) Next() (Record, error) {
+	// Fast path: the next record is whole in the read buffer.
+	if r.f != nil && !r.hasPending && r.err == nil {
+		rel := r.off - r.win.start
+		if end := r.seg.end.Load(); rel >= 0 && r.off < end && rel < int64(len(r.win.buf)) {
+			fr, st := decodeFrame(r.win.buf[rel:])
+			if st == frameOK && fr.typ == recMessage && fr.seq == r.expect && r.off+int64(fr.n) <= end {
+				r.off += int64(fr.n)
+				r.expect++
+				return Record{Seq: fr.seq, Time: fr.ts, Data: fr.data}, nil
+			}
+		}
+	}
 	rec, err := r.peek()
 	if err != nil {
 		return Record{}, err

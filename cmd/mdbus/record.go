@@ -20,18 +20,18 @@ func init() {
 	register("record", "journal every stream of a multicast group to disk", runRecord)
 }
 
-// journalFlags are the flags of the commands that write a journal.
-type journalFlags struct {
+// journalWriteFlags are the flags of the commands that write a journal.
+type journalWriteFlags struct {
 	dir, fsync *string
 	every      *time.Duration
 }
 
-func addJournalFlags(fs *flag.FlagSet, required bool) journalFlags {
+func addJournalWriteFlags(fs *flag.FlagSet, required bool) journalWriteFlags {
 	help := "journal directory (created if missing)"
 	if !required {
 		help = "also journal to this directory (created if missing)"
 	}
-	return journalFlags{
+	return journalWriteFlags{
 		dir:   fs.String("journal", "", help),
 		fsync: fs.String("fsync", "interval", "when records are fsynced: none (the OS decides), interval (every --fsync-every), every (each record)"),
 		every: fs.Duration("fsync-every", 10*time.Millisecond, "with --fsync interval: the most a machine crash may lose"),
@@ -39,7 +39,7 @@ func addJournalFlags(fs *flag.FlagSet, required bool) journalFlags {
 }
 
 // open opens the journal, or returns nil when --journal was not given.
-func (f journalFlags) open() (*journal.Journal, error) {
+func (f journalWriteFlags) open() (*journal.Journal, error) {
 	if *f.dir == "" {
 		return nil, nil
 	}
@@ -72,7 +72,7 @@ an end of session), each message stamped with its receive time. With
 whatever its own socket missed, so the journal has no holes. Read the
 journal back with mdbus replay.`)
 	gf := addGroupFlags(fs)
-	jf := addJournalFlags(fs, true)
+	jf := addJournalWriteFlags(fs, true)
 	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter to fill this recorder's own holes from")
 	repair := fs.String("repair-group", "", "with --upstream: also join this repair group:port")
 	fromStart := fs.Bool("from-start", false, "with --upstream: record each session from sequence 1, fetching what came before the join")
