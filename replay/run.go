@@ -44,9 +44,9 @@ type Options struct {
 	Loop bool
 	// Total is the number of records in a pass, when known (ETA).
 	Total uint64
-	// FirstTime and LastTime are the timestamps of the range's first and
-	// last records, when known (ETA at recorded pace).
-	FirstTime, LastTime int64
+	// LastTime is the timestamp of the range's last record, when known
+	// (ETA at the recorded pace or a speed factor).
+	LastTime int64
 	// OnProgress, if set, is called about every ProgressEvery (default
 	// 1 s) on Run's goroutine, between two messages.
 	OnProgress    func(Progress)
