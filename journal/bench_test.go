@@ -347,6 +347,7 @@ func BenchmarkCompressedRandomRead(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-benchCPU)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(raw)/float64(comp), "ratio")
 			b.ReportMetric(float64(raw), "raw-bytes")
 			b.ReportMetric(float64(comp), "zstd-bytes")
