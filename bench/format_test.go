@@ -296,7 +296,7 @@ func TestRatiosPairMdbusWithRaw(t *testing.T) {
 		{System: Mdbus, Mode: RoundTrip, Size: "64", Rate: 1e4, Total: Percentiles{P50: 60, P99: 100, P999: 300}},
 		{System: Raw, Mode: RoundTrip, Size: "64", Rate: 1e4, Total: Percentiles{P50: 50, P99: 100, P999: 200}},
 	}
-	rs := ratios(tp, lat)
+	rs := ratios(tp, lat, nil)
 	require.Len(t, rs, 4)
 	require.InDelta(t, 20, rs[0].Ratio, 1e-9)
 	require.InDelta(t, 1.2, rs[1].Ratio, 1e-9)

@@ -80,7 +80,7 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if c.Rate < 0 {
 		return LatencyRun{}, fmt.Errorf("%w: rate %g is negative", ErrConfig, c.Rate)
 	}
-	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count); err != nil {
+	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count, b.s.PayloadSize); err != nil {
 		return LatencyRun{}, err
 	}
 	if b.s.Warmup >= dur {

@@ -20,7 +20,7 @@ func (b *Bench) Finish(interrupted bool) *Report {
 		b.finished = true
 		b.rep.Seconds = time.Since(b.rep.Started).Seconds()
 		b.rep.Machine.LoadEnd = load1()
-		b.rep.Ratios = ratios(b.rep.Throughput, b.rep.Latency)
+		b.rep.Ratios = ratios(b.rep.Throughput, b.rep.Latency, b.rep.Capacity)
 	}
 	b.rep.Interrupted = b.rep.Interrupted || interrupted
 	return &b.rep
@@ -31,9 +31,18 @@ func (b *Bench) Report() *Report { return &b.rep }
 
 // ratios pairs every mdbus run with the raw run of the same shape: same
 // size, subscribers and processes (throughput; the same rate if there is
-// one, else raw at full speed), same mode, size and rate (latency).
-func ratios(tp []ThroughputRun, lat []LatencyRun) []Ratio {
+// one, else raw at full speed; capacity), same mode, size and rate
+// (latency).
+func ratios(tp []ThroughputRun, lat []LatencyRun, capa []CapacityResult) []Ratio {
 	var out []Ratio
+	for _, m := range capa {
+		if m.System != Mdbus {
+			continue
+		}
+		if r, ok := rawCapacity(capa, m); ok {
+			out = append(out, Ratio{What: "capacity " + m.Name + ": msgs/s", Mdbus: m.Capacity, Raw: r.Capacity, Ratio: ratio(m.Capacity, r.Capacity)})
+		}
+	}
 	for _, m := range tp {
 		if m.System != Mdbus {
 			continue
@@ -77,6 +86,16 @@ func ratios(tp []ThroughputRun, lat []LatencyRun) []Ratio {
 		}
 	}
 	return out
+}
+
+// rawCapacity finds the raw UDP result of the same shape as m.
+func rawCapacity(capa []CapacityResult, m CapacityResult) (CapacityResult, bool) {
+	for _, r := range capa {
+		if r.System == Raw && r.Size == m.Size && r.Subscribers == m.Subscribers && r.Processes == m.Processes {
+			return r, true
+		}
+	}
+	return CapacityResult{}, false
 }
 
 // WriteFiles writes the run's files into dir, named name.json,
@@ -218,6 +237,9 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		tw.Flush()
 	}
+	if len(r.Capacity) > 0 {
+		writeCapacity(&buf, r.Capacity)
+	}
 	if len(r.Ratios) > 0 {
 		fmt.Fprintln(&buf, "\nmdbus / raw UDP, same run (throughput: higher is better; latency: lower is better)")
 		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
@@ -250,6 +272,47 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// writeCapacity writes the capacity table, then each search's probes.
+func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
+	c0 := capa[0]
+	fmt.Fprintf(buf, "\nCapacity: the highest offered rate every subscriber received whole (zero kernel drops, zero lost, all delivered) for %gs per probe, to %g%%; MB = 10^6 message bytes\n",
+		c0.Probe, c0.Resolution*100)
+	tw := tabwriter.NewWriter(buf, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tcapacity msgs/s\tMB/s\tvs raw\tfailed at\tstopped\tprobes\ts\t")
+	for _, c := range capa {
+		vs := "-"
+		if c.System == Mdbus {
+			if r, ok := rawCapacity(capa, c); ok {
+				vs = fmt.Sprintf("%.2fx", ratio(c.Capacity, r.Capacity))
+			}
+		}
+		failed := "-"
+		if c.Failed > 0 {
+			failed = count(c.Failed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%d\t%.0f\t\n", c.Name, count(c.Capacity), c.BytesPerSec/1e6, vs, failed, c.Limit, len(c.Probes), c.Seconds)
+	}
+	tw.Flush()
+	for _, c := range capa {
+		var trail []string
+		for _, p := range c.Probes {
+			v := "ok"
+			if !p.Pass {
+				v = p.Why
+			}
+			if p.Rate == 0 {
+				trail = append(trail, fmt.Sprintf("free-running sent %s delivered %s (%s)", count(p.Sent), count(p.Delivered), v))
+				continue
+			}
+			trail = append(trail, rateName(p.Rate)+" "+v)
+		}
+		fmt.Fprintf(buf, "probes, %s: %s\n", c.Name, strings.Join(trail, ", "))
+		if c.Error != "" {
+			fmt.Fprintf(buf, "error, %s: %s\n", c.Name, oneLine(c.Error))
+		}
+	}
 }
 
 // us formats nanoseconds as microseconds.

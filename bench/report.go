@@ -30,19 +30,20 @@ const (
 // Report is everything one `mdbus bench` invocation measured, as written to
 // the JSON file. Latencies are in nanoseconds; rates per second.
 type Report struct {
-	Schema      string          `json:"schema"`
-	Command     string          `json:"command"`
-	Started     time.Time       `json:"started"`
-	Seconds     float64         `json:"seconds"`
-	Interrupted bool            `json:"interrupted"`
-	Machine     Machine         `json:"machine"`
-	Settings    Settings        `json:"settings"`
-	Throughput  []ThroughputRun `json:"throughput,omitempty"`
-	Latency     []LatencyRun    `json:"latency,omitempty"`
-	Ratios      []Ratio         `json:"ratios,omitempty"`
-	Goals       []Goal          `json:"goals,omitempty"`
-	Files       []string        `json:"files,omitempty"`
-	Notes       []string        `json:"notes,omitempty"`
+	Schema      string           `json:"schema"`
+	Command     string           `json:"command"`
+	Started     time.Time        `json:"started"`
+	Seconds     float64          `json:"seconds"`
+	Interrupted bool             `json:"interrupted"`
+	Machine     Machine          `json:"machine"`
+	Settings    Settings         `json:"settings"`
+	Throughput  []ThroughputRun  `json:"throughput,omitempty"`
+	Latency     []LatencyRun     `json:"latency,omitempty"`
+	Capacity    []CapacityResult `json:"capacity,omitempty"`
+	Ratios      []Ratio          `json:"ratios,omitempty"`
+	Goals       []Goal           `json:"goals,omitempty"`
+	Files       []string         `json:"files,omitempty"`
+	Notes       []string         `json:"notes,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -84,6 +85,9 @@ type ThroughputRun struct {
 	Subscribers int     `json:"subscribers"`
 	Processes   bool    `json:"processes"`
 	Loss        float64 `json:"loss"`
+	// PayloadSize is the mdbus packet size when it differs from the
+	// report's Settings.PayloadSize.
+	PayloadSize int `json:"payload_size,omitempty"`
 	// Sent is the publisher's side.
 	Sent Counts `json:"sent"`
 	// Subs is each subscriber's side.

@@ -95,11 +95,15 @@ func (b *Bench) groups(n int) []netip.AddrPort {
 
 // MaxMessage is the largest message sys carries at the configured payload
 // size.
-func (b *Bench) MaxMessage(sys System) int {
+func (b *Bench) MaxMessage(sys System) int { return MaxMessageFor(sys, b.s.PayloadSize) }
+
+// MaxMessageFor is the largest message sys carries in packets of payload
+// bytes.
+func MaxMessageFor(sys System, payload int) int {
 	if sys == Raw {
 		return wire.MaxPayloadSize
 	}
-	return wire.MaxMessageLen(b.s.PayloadSize)
+	return wire.MaxMessageLen(payload)
 }
 
 // ---- the sending loop ----

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mdbus/mdbus/wire"
 )
 
 // ThroughputCase is one throughput run: one publisher, Subscribers
@@ -27,13 +29,20 @@ type ThroughputCase struct {
 	// Duration and Count override the Config's when positive.
 	Duration time.Duration
 	Count    int64
+	// PayloadSize overrides Config.PayloadSize (the largest MoldUDP64
+	// packet) when positive. Raw UDP sends one datagram per message
+	// whatever it is.
+	PayloadSize int
+	// noLatency skips the one-way latency sampling (capacity probes: one
+	// histogram series per probe would bury the report's files).
+	noLatency bool
 }
 
 // throughputQuantum is how far ahead a fixed-rate throughput sender
 // sleeps: see loopParams.quantum.
 const throughputQuantum = time.Millisecond
 
-func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss float64, dur time.Duration, count int64) error {
+func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss float64, dur time.Duration, count int64, payload int) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 	}
@@ -52,13 +61,15 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 		return bad("duration %v is outside 0..%v", dur, MaxDuration)
 	case count < 0:
 		return bad("count %d is negative", count)
+	case payload < wire.MinPayloadSize+StampLen || payload > wire.MaxPayloadSize:
+		return bad("payload size %d is outside %d..%d", payload, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
 	}
 	if sz.Spec != "" {
 		if sz.Min < StampLen {
 			return bad("messages of %d bytes are shorter than the %d-byte stamp", sz.Min, StampLen)
 		}
-		if sz.Max > b.MaxMessage(sys) {
-			return bad("messages of %d bytes do not fit a %d-byte payload (at most %d)", sz.Max, b.s.PayloadSize, b.MaxMessage(sys))
+		if lim := MaxMessageFor(sys, payload); sz.Max > lim {
+			return bad("messages of %d bytes do not fit a %d-byte payload (at most %d)", sz.Max, payload, lim)
 		}
 	}
 	if loss > 0 && sys == Raw {
@@ -67,8 +78,18 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 	return nil
 }
 
+// newSender opens the sending side of a run with the Bench's settings; a
+// positive p.payloadSize overrides the configured one.
 func (b *Bench) newSender(sys System, p sendParams) (sender, error) {
-	p.ifi, p.ttl, p.payloadSize, p.writeBuffer, p.logger = b.s.ifi, b.s.TTL, b.s.PayloadSize, b.s.WriteBuffer, errLogger
+	p.ifi, p.ttl, p.writeBuffer, p.logger = b.s.ifi, b.s.TTL, b.s.WriteBuffer, errLogger
+	if p.payloadSize == 0 {
+		p.payloadSize = b.s.PayloadSize
+	}
+	return newSender(sys, p)
+}
+
+// newSender opens the sending side of a run from complete parameters.
+func newSender(sys System, p sendParams) (sender, error) {
 	if sys == Raw {
 		return newRawSender(p)
 	}
@@ -128,6 +149,16 @@ func (b *Bench) baseSpec(sys System, name string) recvSpec {
 // returns what it measured, marked Interrupted, and an error matching
 // context.Canceled.
 func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun, error) {
+	run, err := b.throughput(ctx, c)
+	if len(run.Subs) > 0 {
+		b.rep.Throughput = append(b.rep.Throughput, run)
+	}
+	return run, err
+}
+
+// throughput runs c without adding it to the report; a run that did not
+// get to send has no Subs.
+func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun, error) {
 	if c.Subscribers == 0 {
 		c.Subscribers = 1
 	}
@@ -138,7 +169,10 @@ func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	if count == 0 {
 		count = b.s.Count
 	}
-	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count); err != nil {
+	if c.PayloadSize == 0 {
+		c.PayloadSize = b.s.PayloadSize
+	}
+	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count, c.PayloadSize); err != nil {
 		return ThroughputRun{}, err
 	}
 	where := "goroutines"
@@ -149,6 +183,10 @@ func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 		Name:   fmt.Sprintf("%s %sB %s/s 1->%d %s", c.System, c.Sizes, rateName(c.Rate), c.Subscribers, where),
 		System: c.System, Size: c.Sizes.String(), Rate: c.Rate, Subscribers: c.Subscribers,
 		Processes: c.Processes, Loss: c.Loss,
+	}
+	if c.System == Mdbus && c.PayloadSize != b.s.PayloadSize {
+		run.PayloadSize = c.PayloadSize
+		run.Name += fmt.Sprintf(" %dB packets", c.PayloadSize)
 	}
 	if c.Loss > 0 {
 		run.Name += fmt.Sprintf(" loss %g%%", c.Loss*100)
@@ -170,13 +208,13 @@ func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 		}
 		sp.Loss, sp.Seed = c.Loss, b.s.Seed+uint64(i)
 		sp.SampleMask = 63
-		sp.Latency = true
+		sp.Latency = !c.noLatency
 		sp.Series, sp.Tag = series, fmt.Sprintf("%s.s%d", series, i+1)
 		sp.Deadline = Now() + int64(dur+b.s.Drain+time.Minute)
 		specs = append(specs, sp)
 	}
 	cpu0 := cpuSeconds()
-	snd, err := b.newSender(c.System, sendParams{group: group, batch: b.s.Batch, linger: b.s.Linger, recovery: b.recovery(c.System, c.Loss)})
+	snd, err := b.newSender(c.System, sendParams{group: group, payloadSize: c.PayloadSize, batch: b.s.Batch, linger: b.s.Linger, recovery: b.recovery(c.System, c.Loss)})
 	if err != nil {
 		return run, err
 	}
@@ -238,7 +276,6 @@ func (b *Bench) Throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	run.Interrupted = sr.interrupted
 	err = errors.Join(append([]error{sr.err, ferr}, errs...)...)
 	run.Error = errString(err)
-	b.rep.Throughput = append(b.rep.Throughput, run)
 	if sr.interrupted {
 		return run, errors.Join(context.Canceled, err)
 	}

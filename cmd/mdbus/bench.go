@@ -3,17 +3,21 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mdbus/mdbus/bench"
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/wire"
 )
 
 func init() {
@@ -32,6 +36,12 @@ Modes:
               round trip over two groups and/or one way (--mode); the stamp
               is the scheduled send time, which corrects coordinated omission
   raw         throughput and latency of plain UDP multicast only
+  capacity    the highest offered rate that arrives whole (zero kernel drops,
+              zero lost) for --probe per run, mdbus and raw UDP in the same
+              run, over --payload-sizes x --size x --sub-counts (default
+              1472,8972 x 64,1024 x 1,4; 4 = subscriber processes): a
+              free-running probe, an exponential ramp, then bisection to
+              --resolution, at most --max-probes and --budget per cell
   goals       the targets of issue 4, each measured in this run, PASS/FAIL
   chart       draw a percentile-spectrum SVG from .json reports or .hgrm files:
               mdbus bench chart -o out.svg a.json b.hgrm ...
@@ -60,7 +70,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		mode, args = args[0], args[1:]
 	}
-	fs := newFlags("bench", "throughput|latency|raw|goals|chart|lab [flags]", benchUsage)
+	fs := newFlags("bench", "throughput|latency|raw|capacity|goals|chart|lab [flags]", benchUsage)
 	netns := fs.Bool("netns", true, "run inside a private user+network namespace (false: this namespace, still lo/TTL 0)")
 	allowNet := fs.Bool("allow-network", false, "allow an interface other than loopback and a TTL above 0")
 	ifname := fs.String("interface", "lo", "multicast interface")
@@ -95,6 +105,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the JSON report on stdout instead of the table")
 	chartOut := fs.String("o", "chart.svg", "chart: the SVG file to write")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (publisher and goroutine subscribers) to this file")
+	payloads := fs.String("payload-sizes", "1472,8972", "capacity: mdbus packet payload sizes, comma-separated")
+	subCounts := fs.String("sub-counts", "1,4", "capacity: subscriber counts, comma-separated (1 runs in a goroutine, more in processes)")
+	probe := fs.Duration("probe", bench.DefaultProbeDuration, "capacity: how long each probe sends")
+	resolution := fs.Float64("resolution", bench.DefaultResolution, "capacity: stop when the lowest lossy rate is within this fraction above the highest lossless one")
+	maxProbes := fs.Int("max-probes", bench.DefaultMaxProbes, "capacity: at most this many probes per cell (the free-running one included)")
+	budget := fs.Duration("budget", bench.DefaultCapacityBudget, "capacity: no probe of a cell starts after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -108,12 +124,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	switch mode {
 	case "chart":
 		return benchChart(*chartOut, fs.Args(), stdout)
-	case "throughput", "latency", "raw", "goals":
+	case "throughput", "latency", "raw", "capacity", "goals":
 	case "":
 		fs.Usage()
-		return usageErr("say which benchmark: throughput, latency, raw, goals or chart")
+		return usageErr("say which benchmark: throughput, latency, raw, capacity, goals or chart")
 	default:
-		return usageErr("unknown benchmark %q: want throughput, latency, raw, goals or chart", mode)
+		return usageErr("unknown benchmark %q: want throughput, latency, raw, capacity, goals or chart", mode)
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
@@ -183,6 +199,29 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
+	var matrix bench.CapacityMatrix
+	if mode == "capacity" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["size"] {
+			*sizes = "64,1024"
+		}
+		var err error
+		if matrix, err = capacityMatrix(*payloads, *subCounts, sys); err != nil {
+			return err
+		}
+		switch {
+		case *probe <= 0 || *probe > bench.MaxDuration:
+			return usageErr("--probe %v: want a positive duration up to %v", *probe, bench.MaxDuration)
+		case !(*resolution > 0 && *resolution < 1):
+			return usageErr("--resolution %v: want a fraction above 0 and below 1, like 0.05", *resolution)
+		case *maxProbes < 1 || *maxProbes > 100:
+			return usageErr("--max-probes %d: want 1 to 100", *maxProbes)
+		case *budget <= 0:
+			return usageErr("--budget %v: want a positive duration", *budget)
+		}
+		cfg.Duration = *probe
+	}
 	if mode == "goals" && cfg.Duration == 0 {
 		cfg.Duration = 10 * time.Second
 	}
@@ -212,6 +251,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		if mode == "goals" {
 			lim = b.MaxMessage(bench.Mdbus)
+		}
+		if mode == "capacity" {
+			// A size too large for a payload size skips those cells.
+			lim = bench.MaxMessageFor(bench.Mdbus, slices.Max(matrix.PayloadSizes))
 		}
 		sz, err := bench.ParseSizes(s, lim)
 		if err != nil {
@@ -255,6 +298,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 
 	var runErr error
 	switch mode {
+	case "capacity":
+		matrix.Sizes = szs
+		sc := bench.SearchConfig{Resolution: *resolution, MaxProbes: *maxProbes, Budget: *budget}
+		runErr = benchCapacity(ctx, b, matrix, sc, *probe)
 	case "throughput":
 		runErr = benchThroughput(ctx, b, sys, szs, rs, *subs, *procs, *withLoss, *loss)
 	case "latency":
@@ -362,6 +409,42 @@ func benchThroughput(ctx context.Context, b *bench.Bench, sys []bench.System, sz
 					}
 				}
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// capacityMatrix parses the capacity flags.
+func capacityMatrix(payloads, subCounts string, sys []bench.System) (bench.CapacityMatrix, error) {
+	m := bench.CapacityMatrix{Systems: sys}
+	for _, f := range strings.Split(payloads, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < wire.MinPayloadSize+bench.StampLen || n > wire.MaxPayloadSize {
+			return m, usageErr("--payload-sizes %q: want sizes from %d to %d bytes, like 1472,8972", payloads, wire.MinPayloadSize+bench.StampLen, wire.MaxPayloadSize)
+		}
+		m.PayloadSizes = append(m.PayloadSizes, n)
+	}
+	for _, f := range strings.Split(subCounts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > bench.MaxSubscribers {
+			return m, usageErr("--sub-counts %q: want counts from 1 to %d, like 1,4", subCounts, bench.MaxSubscribers)
+		}
+		m.Subscribers = append(m.Subscribers, n)
+	}
+	return m, nil
+}
+
+// benchCapacity searches every cell of m; it stops at the first
+// interruption.
+func benchCapacity(ctx context.Context, b *bench.Bench, m bench.CapacityMatrix, sc bench.SearchConfig, probe time.Duration) error {
+	var errs []error
+	for _, c := range bench.CapacityCases(m) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.Search, c.Probe = sc, probe
+		if _, err := b.Capacity(ctx, c); err != nil && ctx.Err() == nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
