@@ -33,11 +33,13 @@ const (
 // LatencyCase is one latency run at a fixed offered rate.
 type LatencyCase struct {
 	System System
-	// Mode is OneWay or RoundTrip; default RoundTrip.
+	// Mode is OneWay, RoundTrip (paced) or PingPong (closed loop);
+	// default RoundTrip.
 	Mode string
 	// Sizes of the messages; the zero value is 64 bytes.
 	Sizes Sizes
-	// Rate is the offered rate in messages/s; default 10,000.
+	// Rate is the offered rate in messages/s; default 10,000. A PingPong
+	// has none: it sends when the previous answer arrives.
 	Rate float64
 	// Subscribers (one-way only) is the number of receivers; default 1.
 	Subscribers int
@@ -71,8 +73,17 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if count == 0 {
 		count = b.s.Count
 	}
-	if c.Mode != OneWay && c.Mode != RoundTrip {
-		return LatencyRun{}, fmt.Errorf("%w: latency mode %q: want %s or %s", ErrConfig, c.Mode, OneWay, RoundTrip)
+	if c.Mode != OneWay && c.Mode != RoundTrip && c.Mode != PingPong {
+		return LatencyRun{}, fmt.Errorf("%w: latency mode %q: want %s, %s or %s", ErrConfig, c.Mode, OneWay, RoundTrip, PingPong)
+	}
+	if c.Mode == PingPong {
+		if err := b.checkCase(c.System, c.Sizes, 0, c.Subscribers, c.Loss, dur, count, b.s.PayloadSize); err != nil {
+			return LatencyRun{}, err
+		}
+		if b.s.Warmup >= dur {
+			return LatencyRun{}, fmt.Errorf("%w: warm-up %v is not shorter than the duration %v", ErrConfig, b.s.Warmup, dur)
+		}
+		return b.pingPong(ctx, c, dur, count)
 	}
 	if c.Mode == RoundTrip && (c.Subscribers != 1 || c.Processes) {
 		return LatencyRun{}, fmt.Errorf("%w: a round trip has one pinger and one ponger in this process", ErrConfig)
@@ -230,18 +241,25 @@ type ponger interface {
 	// retransmitter is where the pinger's subscriber sends re-requests
 	// for the pong stream ("" for none).
 	retransmitter() string
+	// echoed is the number of messages answered; read it after close.
+	echoed() uint64
 }
 
 func (b *Bench) newPonger(sys System, in, out netip.AddrPort, bufSize int, loss float64, rtx string) (ponger, error) {
-	sp := sendParams{group: out, batch: rawBatch, inline: !b.s.NoInline, recovery: b.recovery(sys, loss)}
+	sp := b.sendParams(sendParams{group: out, batch: rawBatch, inline: !b.s.NoInline, recovery: b.recovery(sys, loss)})
 	rp := recvParams{group: in, ifi: b.s.ifi, readBuffer: b.s.ReadBuffer, busyPoll: b.s.BusyPoll, bufSize: bufSize, loss: loss, seed: b.s.Seed + 1000, logger: errLogger}
 	if rtx != "" {
 		rp.retransmitter = netip.MustParseAddrPort(rtx)
 	}
+	return startPonger(sys, rp, sp)
+}
+
+// startPonger answers every message of rp's group on sp's (both complete).
+func startPonger(sys System, rp recvParams, sp sendParams) (ponger, error) {
 	if sys == Raw {
-		return newRawPonger(b, rp, sp)
+		return newRawPonger(rp, sp)
 	}
-	return newMdbusPonger(b, rp, sp)
+	return newMdbusPonger(rp, sp)
 }
 
 type mdbusPonger struct {
@@ -250,10 +268,11 @@ type mdbusPonger struct {
 	pub  *publisher.Publication
 	once sync.Once
 	err  atomic.Pointer[error]
+	n    uint64 // messages answered, by the subscriber's goroutine
 }
 
-func newMdbusPonger(b *Bench, rp recvParams, sp sendParams) (*mdbusPonger, error) {
-	snd, err := b.newSender(Mdbus, sp)
+func newMdbusPonger(rp recvParams, sp sendParams) (*mdbusPonger, error) {
+	snd, err := newSender(Mdbus, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -266,6 +285,7 @@ func newMdbusPonger(b *Bench, rp recvParams, sp sendParams) (*mdbusPonger, error
 		Group: rp.group, Interface: rp.ifi.Name, ReadBuffer: rp.readBuffer, BusyPoll: rp.busyPoll, StartSeq: 1,
 		Retransmitter: rp.retransmitter, NAK: nak.Config{Seed: rp.seed}, Wrap: wrap,
 		OnMessage: func(m subscriber.Message) {
+			p.n++
 			if _, err := p.pub.Publish(m.Data); err != nil {
 				p.err.CompareAndSwap(nil, &err)
 			}
@@ -283,6 +303,8 @@ func newMdbusPonger(b *Bench, rp recvParams, sp sendParams) (*mdbusPonger, error
 }
 
 func (p *mdbusPonger) retransmitter() string { return retransmitterOf(p.snd) }
+
+func (p *mdbusPonger) echoed() uint64 { return p.n }
 
 func (p *mdbusPonger) endPub() {
 	p.once.Do(func() {
@@ -314,14 +336,15 @@ type rawPonger struct {
 	closed atomic.Bool
 	once   sync.Once
 	err    error
+	n      uint64 // datagrams answered, by run
 }
 
-func newRawPonger(b *Bench, rp recvParams, sp sendParams) (*rawPonger, error) {
+func newRawPonger(rp recvParams, sp sendParams) (*rawPonger, error) {
 	in, err := openRawReceiver(rp)
 	if err != nil {
 		return nil, err
 	}
-	snd, err := b.newSender(Raw, sp)
+	snd, err := newSender(Raw, sp)
 	if err != nil {
 		in.Close()
 		return nil, err
@@ -355,6 +378,7 @@ func (p *rawPonger) run(rb, wb *sock.Batch) {
 			k++
 		}
 		if k > 0 {
+			p.n += uint64(k)
 			if _, err := p.out.WriteBatch(wb, k); err != nil && !p.closed.Load() {
 				p.err = fmt.Errorf("bench: raw ponger send: %w", err)
 				return
@@ -364,6 +388,8 @@ func (p *rawPonger) run(rb, wb *sock.Batch) {
 }
 
 func (p *rawPonger) retransmitter() string { return "" }
+
+func (p *rawPonger) echoed() uint64 { return p.n }
 
 func (p *rawPonger) close() error {
 	p.once.Do(func() {

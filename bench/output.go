@@ -73,6 +73,9 @@ func ratios(tp []ThroughputRun, lat []LatencyRun, capa []CapacityResult) []Ratio
 				continue
 			}
 			name := fmt.Sprintf("%s %sB %s/s", m.Mode, m.Size, rateName(m.Rate))
+			if m.Mode == PingPong {
+				name = fmt.Sprintf("%s %sB closed loop", m.Mode, m.Size)
+			}
 			if m.Loss > 0 {
 				name += fmt.Sprintf(" (mdbus with %g%% loss)", m.Loss*100)
 			}
@@ -212,7 +215,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 	}
 	if len(r.Latency) > 0 {
-		fmt.Fprintln(&buf, "\nLatency (µs; one-way: scheduled send to delivery; round trip: scheduled ping to delivered pong)")
+		fmt.Fprintln(&buf, "\nLatency (µs; one-way: scheduled send to delivery; round trip: scheduled ping to delivered pong; ping-pong: ping sent to pong delivered, one in flight)")
 		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "run\tsent\treceived\tlost\tp50\tp90\tp99\tp99.9\tp99.99\tmax\t")
 		for _, l := range r.Latency {
@@ -227,6 +230,10 @@ func WriteTable(w io.Writer, r *Report) error {
 			}
 			if l.Recovery != nil {
 				row("  recovery (gap found to repaired)", *l.Recovery)
+			}
+			if cl := l.ClosedLoop; cl != nil {
+				fmt.Fprintf(tw, "  closed loop: %s round trips/s, CPU/wall: pinger %.2f, ponger %.2f; %d timeouts\t\t\t\t\t\t\t\t\t\t\n",
+					count(cl.RoundTripsPerSec), cl.PingCPU, cl.PongCPU, cl.Timeouts)
 			}
 			if l.Total.RangeErrors > 0 {
 				fmt.Fprintf(tw, "  %d values outside the histogram's range\t\t\t\t\t\t\t\t\t\t\n", l.Total.RangeErrors)

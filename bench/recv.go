@@ -47,6 +47,14 @@ type recvSpec struct {
 	// Deadline (CLOCK_MONOTONIC ns) stops a child that heard nothing
 	// from its parent.
 	Deadline int64 `json:"deadline"`
+	// Pong, when set, makes the child a ponger instead of a receiver: it
+	// answers every message of Group on this group, publishing with the
+	// fields below.
+	Pong        string `json:"pong,omitempty"`
+	PayloadSize int    `json:"payload_size,omitempty"`
+	WriteBuffer int    `json:"write_buffer,omitempty"`
+	TTL         int    `json:"ttl,omitempty"`
+	Inline      bool   `json:"inline,omitempty"`
 }
 
 // subHandle is a receiver in this process or in a child process.
@@ -60,14 +68,13 @@ type subHandle interface {
 
 // startReceiver builds a sink and a receiver for spec, recording into coll.
 func startReceiver(spec recvSpec, coll *collector) (receiver, *sink, error) {
-	group, err := netip.ParseAddrPort(spec.Group)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: group %q: %w", spec.Group, err)
-	}
-	ifi, err := net.InterfaceByName(spec.Interface)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: interface %q: %w", spec.Interface, err)
-	}
+	sk := specSink(spec, coll)
+	r, err := openReceiver(spec, sk)
+	return r, sk, err
+}
+
+// specSink builds the sink of spec, recording into coll.
+func specSink(spec recvSpec, coll *collector) *sink {
 	sk := newSink()
 	sk.sampleMask = spec.SampleMask
 	sk.setWarmup(spec.WarmupUntil)
@@ -83,29 +90,61 @@ func startReceiver(spec recvSpec, coll *collector) (receiver, *sink, error) {
 	if spec.System == Mdbus {
 		sk.recovery = coll.recorder(spec.Series+"-recovery", spec.Tag+".recovery", now)
 	}
+	return sk
+}
+
+// recvParams resolves spec's receiving side.
+func (spec recvSpec) recvParams() (recvParams, error) {
+	group, err := netip.ParseAddrPort(spec.Group)
+	if err != nil {
+		return recvParams{}, fmt.Errorf("bench: group %q: %w", spec.Group, err)
+	}
+	ifi, err := net.InterfaceByName(spec.Interface)
+	if err != nil {
+		return recvParams{}, fmt.Errorf("bench: interface %q: %w", spec.Interface, err)
+	}
 	var rtx netip.AddrPort
 	if spec.Retransmitter != "" {
 		if rtx, err = netip.ParseAddrPort(spec.Retransmitter); err != nil {
-			return nil, nil, fmt.Errorf("bench: retransmitter %q: %w", spec.Retransmitter, err)
+			return recvParams{}, fmt.Errorf("bench: retransmitter %q: %w", spec.Retransmitter, err)
 		}
 	}
-	p := recvParams{
+	return recvParams{
 		group: group, retransmitter: rtx, ifi: ifi, readBuffer: spec.ReadBuffer, bufSize: spec.BufSize,
 		timestamps: spec.Timestamps, busyPoll: time.Duration(spec.BusyPoll), loss: spec.Loss, seed: spec.Seed, logger: errLogger,
+	}, nil
+}
+
+// startPonger starts the ponger of a Pong spec.
+func (spec recvSpec) startPonger() (ponger, error) {
+	rp, err := spec.recvParams()
+	if err != nil {
+		return nil, err
 	}
-	var r receiver
+	out, err := netip.ParseAddrPort(spec.Pong)
+	if err != nil {
+		return nil, fmt.Errorf("bench: pong group %q: %w", spec.Pong, err)
+	}
+	sp := sendParams{
+		group: out, ifi: rp.ifi, ttl: spec.TTL, payloadSize: spec.PayloadSize, writeBuffer: spec.WriteBuffer,
+		batch: rawBatch, inline: spec.Inline, logger: errLogger,
+	}
+	return startPonger(spec.System, rp, sp)
+}
+
+// openReceiver starts spec's receiver, delivering into sk.
+func openReceiver(spec recvSpec, sk *sink) (receiver, error) {
+	p, err := spec.recvParams()
+	if err != nil {
+		return nil, err
+	}
 	switch spec.System {
 	case Mdbus:
-		r, err = newMdbusReceiver(p, sk)
+		return newMdbusReceiver(p, sk)
 	case Raw:
-		r, err = newRawReceiver(p, sk)
-	default:
-		err = fmt.Errorf("%w: unknown system %q", ErrConfig, spec.System)
+		return newRawReceiver(p, sk)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return r, sk, nil
+	return nil, fmt.Errorf("%w: unknown system %q", ErrConfig, spec.System)
 }
 
 // localSub is a receiver in this process.
@@ -287,7 +326,17 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	}
 	coll := newCollector(spec.Base, time.Duration(spec.Interval))
 	defer coll.close()
-	r, sk, err := startReceiver(spec, coll)
+	var (
+		r    receiver
+		sk   *sink
+		pong ponger
+		err  error
+	)
+	if spec.Pong != "" {
+		pong, err = spec.startPonger()
+	} else {
+		r, sk, err = startReceiver(spec, coll)
+	}
 	if err != nil {
 		return err
 	}
@@ -298,6 +347,7 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 		mu.Unlock()
 	}
 	say("ready")
+	cpu0, wall0 := cpuSeconds(), Now()
 	stopCh := make(chan uint64, 1)
 	go func() {
 		sc := bufio.NewScanner(stdin)
@@ -309,7 +359,9 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 			n, _ := strconv.ParseInt(f[1], 10, 64)
 			switch f[0] {
 			case "warmup":
-				sk.setWarmup(n)
+				if sk != nil {
+					sk.setWarmup(n)
+				}
 			case "stop":
 				stopCh <- uint64(n)
 				return
@@ -324,7 +376,10 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	timer := time.NewTimer(deadline)
 	defer timer.Stop()
 	var sent uint64
-	endSeen := r.ended()
+	var endSeen <-chan struct{} // a ponger never ends by itself
+	if r != nil {
+		endSeen = r.ended()
+	}
 wait:
 	for {
 		select {
@@ -347,11 +402,18 @@ wait:
 		}
 	}
 	res := SubResult{Name: spec.Name}
-	cerr := r.close()
-	sk.tail(sent)
-	sk.flush(Now())
-	sk.result(&res)
-	r.counters(&res)
+	var cerr error
+	if pong != nil {
+		cerr = pong.close()
+		res.Messages = pong.echoed()
+	} else {
+		cerr = r.close()
+		sk.tail(sent)
+		sk.flush(Now())
+		sk.result(&res)
+		r.counters(&res)
+	}
+	res.CPUSeconds, res.WallSeconds = cpuSeconds()-cpu0, float64(Now()-wall0)/1e9
 	coll.close()
 	series, hlog, xerr := coll.export()
 	cr := childResult{Sub: res, Series: series, HLog: hlog, Error: errString(errors.Join(cerr, xerr))}

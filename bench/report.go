@@ -159,14 +159,19 @@ type SubResult struct {
 	// Drops counts the datagrams the mdbus subscriber dropped, by reason
 	// (subscriber.DropReason names), when any were.
 	Drops map[string]uint64 `json:"drops,omitempty"`
-	Error string            `json:"error,omitempty"`
+	// CPUSeconds is the CPU time (user + system, getrusage) a
+	// separate-process subscriber or ponger spent from ready to stop, and
+	// WallSeconds that span.
+	CPUSeconds  float64 `json:"cpu_s,omitempty"`
+	WallSeconds float64 `json:"wall_s,omitempty"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // LatencyRun is one latency measurement.
 type LatencyRun struct {
 	Name   string  `json:"name"`
 	System System  `json:"system"`
-	Mode   string  `json:"mode"` // "one-way" or "round-trip"
+	Mode   string  `json:"mode"` // "one-way", "round-trip" or "ping-pong"
 	Size   string  `json:"size"`
 	Rate   float64 `json:"rate"` // offered messages/s
 	Loss   float64 `json:"loss"`
@@ -181,12 +186,14 @@ type LatencyRun struct {
 	RecvPath *Percentiles `json:"recv_path,omitempty"`
 	// Recovery is, with loss, the time from a gap's detection to the
 	// delivery of its last message (repaired).
-	Recovery    *Percentiles `json:"recovery,omitempty"`
-	Spectrum    []Point      `json:"spectrum,omitempty"`
-	Series      string       `json:"series"`
-	Interrupted bool         `json:"interrupted,omitempty"`
-	Error       string       `json:"error,omitempty"`
-	CPUSeconds  float64      `json:"cpu_s"`
+	Recovery *Percentiles `json:"recovery,omitempty"`
+	// ClosedLoop: the ping-pong's rate and each side's CPU.
+	ClosedLoop  *ClosedLoop `json:"closed_loop,omitempty"`
+	Spectrum    []Point     `json:"spectrum,omitempty"`
+	Series      string      `json:"series"`
+	Interrupted bool        `json:"interrupted,omitempty"`
+	Error       string      `json:"error,omitempty"`
+	CPUSeconds  float64     `json:"cpu_s"`
 }
 
 // Percentiles summarise a latency histogram, in nanoseconds.

@@ -33,6 +33,11 @@ type sink struct {
 	gaps     []gapNote
 	repaired uint64
 	recovery *Recorder
+
+	// echo, when set (a closed loop), is called with each delivered
+	// message's sequence after it is recorded. Set before the receiver
+	// starts.
+	echo func(seq uint64)
 }
 
 type gapNote struct {
@@ -73,6 +78,17 @@ func (s *sink) resolve(seq uint64) {
 }
 
 func newSink() *sink { return &sink{next: 1} }
+
+// deliver records one delivered message (message), then passes its
+// sequence to echo.
+func (s *sink) deliver(data []byte, kernelRT int64) {
+	s.message(data, kernelRT)
+	if s.echo != nil {
+		if _, seq, ok := ParseStamp(data); ok {
+			s.echo(seq)
+		}
+	}
+}
 
 // message records one delivered message. kernelRT is the kernel's receive
 // time (CLOCK_REALTIME ns) or 0.

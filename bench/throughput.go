@@ -81,11 +81,16 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 // newSender opens the sending side of a run with the Bench's settings; a
 // positive p.payloadSize overrides the configured one.
 func (b *Bench) newSender(sys System, p sendParams) (sender, error) {
+	return newSender(sys, b.sendParams(p))
+}
+
+// sendParams completes p with the Bench's settings.
+func (b *Bench) sendParams(p sendParams) sendParams {
 	p.ifi, p.ttl, p.writeBuffer, p.logger = b.s.ifi, b.s.TTL, b.s.WriteBuffer, errLogger
 	if p.payloadSize == 0 {
 		p.payloadSize = b.s.PayloadSize
 	}
-	return newSender(sys, p)
+	return p
 }
 
 // newSender opens the sending side of a run from complete parameters.

@@ -192,7 +192,7 @@ func newMdbusReceiver(p recvParams, sk *sink) (*mdbusReceiver, error) {
 		Timestamps:    p.timestamps,
 		BusyPoll:      p.busyPoll,
 		OnMessage: func(m subscriber.Message) {
-			sk.message(m.Data, r.cnt.kernelTime(uint64(m.Seq)))
+			sk.deliver(m.Data, r.cnt.kernelTime(uint64(m.Seq)))
 		},
 		OnGap: func(g subscriber.Gap) { sk.gap(uint64(g.From), uint64(g.To), Now()) },
 		OnEnd: func(subscriber.StreamID, wire.Seq) { r.endOnce.Do(func() { close(r.end) }) },
@@ -466,7 +466,7 @@ func (r *rawReceiver) run() {
 				continue
 			}
 			r.packets++
-			r.sink.message(m.Buf, m.KernelTime)
+			r.sink.deliver(m.Buf, m.KernelTime)
 		}
 		r.drops = uint64(r.batch.Drops)
 	}

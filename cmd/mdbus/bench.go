@@ -34,7 +34,10 @@ Modes:
               packet, kernel drops, gaps, repairs and losses per subscriber
   latency     latency at a fixed offered rate (--rate, default 10k/s):
               round trip over two groups and/or one way (--mode); the stamp
-              is the scheduled send time, which corrects coordinated omission
+              is the scheduled send time, which corrects coordinated omission.
+              --mode pingpong: closed loop as Aeron's ping-pong (one message
+              in flight, the ponger in its own process answers at once),
+              with each side's CPU/wall; add --busy-poll D to spin both ends
   raw         throughput and latency of plain UDP multicast only
   capacity    the highest offered rate that arrives whole (zero kernel drops,
               zero lost) for --probe per run, mdbus and raw UDP in the same
@@ -79,7 +82,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	sizes := fs.String("size", "64", "message sizes, comma-separated: N bytes, MIN-MAX (uniform), itch (real NASDAQ ITCH 5.0 messages) or synth")
 	rates := fs.String("rate", "", "offered rates in messages/s, comma-separated (10k, 4M; max = as fast as possible); default: max for throughput, 10k for latency")
 	systems := fs.String("systems", "mdbus,raw", "systems to run: mdbus, raw, or both")
-	latMode := fs.String("mode", "both", "latency: rtt (round trip over two groups), oneway, or both")
+	latMode := fs.String("mode", "both", "latency: rtt (paced round trip over two groups), oneway, pingpong (closed loop, one in flight, ponger in its own process), or both (rtt,oneway); comma-separated")
 	subs := fs.Int("subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
 	procs := fs.Bool("procs", false, "run each subscriber in its own process (this binary re-executed)")
 	dur := fs.Duration("duration", 0, "how long each run sends (default 5s; goals: 10s; at most 1h)")
@@ -183,15 +186,19 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		sys = []bench.System{bench.Raw}
 	}
 	var modes []string
-	switch *latMode {
-	case "both":
-		modes = []string{bench.RoundTrip, bench.OneWay}
-	case "rtt", "round-trip":
-		modes = []string{bench.RoundTrip}
-	case "oneway", "one-way":
-		modes = []string{bench.OneWay}
-	default:
-		return usageErr("--mode %q: want rtt, oneway or both", *latMode)
+	for _, m := range strings.Split(*latMode, ",") {
+		switch strings.TrimSpace(m) {
+		case "both":
+			modes = append(modes, bench.RoundTrip, bench.OneWay)
+		case "rtt", "round-trip":
+			modes = append(modes, bench.RoundTrip)
+		case "oneway", "one-way":
+			modes = append(modes, bench.OneWay)
+		case "pingpong", "ping-pong":
+			modes = append(modes, bench.PingPong)
+		default:
+			return usageErr("--mode %q: want rtt, oneway, pingpong or both (rtt,oneway), comma-separated", *latMode)
+		}
 	}
 	cfg := bench.Config{
 		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
@@ -453,8 +460,11 @@ func benchCapacity(ctx context.Context, b *bench.Bench, m bench.CapacityMatrix, 
 func benchLatency(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, subs int, procs, withLoss bool, loss float64) error {
 	var errs []error
 	for _, sz := range szs {
-		for _, r := range rs {
+		for i, r := range rs {
 			for _, m := range modes {
+				if m == bench.PingPong && i > 0 {
+					continue // a closed loop has no offered rate: once per size
+				}
 				for _, s := range sys {
 					if ctx.Err() != nil {
 						return nil
