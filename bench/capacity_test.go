@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -283,4 +284,47 @@ func TestSmokeCapacity(t *testing.T) {
 	require.Len(t, rep.Capacity, 2)
 	require.Empty(t, rep.Throughput, "probes are listed in their search, not as runs")
 	require.Len(t, rep.Ratios, 1)
+}
+
+func TestSmokeGoalsAtBothPayloadSizes(t *testing.T) {
+	netlab.Require(t)
+	cfg := smokeConfig(t, 42800)
+	cfg.Duration, cfg.Warmup = 300*time.Millisecond, 50*time.Millisecond
+	b, err := New(cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	known := []CapacityResult{{System: Mdbus, PayloadSize: 8972, Size: "64", Subscribers: 1, Capacity: 200_000}}
+	require.NoError(t, b.Goals(context.Background(), GoalsConfig{Rate: 50_000, PayloadSizes: []int{8972, 1472}, Capacities: known}))
+	rep := b.Finish(false)
+	require.Len(t, rep.Goals, 10, "four throughput goals at each payload size, two round-trip goals")
+	at := map[int]int{}
+	for _, g := range rep.Goals {
+		at[g.PayloadSize]++
+	}
+	require.Equal(t, map[int]int{8972: 4, 1472: 4, 0: 2}, at)
+	require.Equal(t, 200_000.0, rep.Goals[1].Capacity, "the known capacity of the 8972-byte 1->1 cell")
+	require.InDelta(t, 200_000.0/GoalRate, rep.Goals[1].Headroom, 1e-9, "headroom = capacity / 4M")
+	require.Zero(t, rep.Goals[2].Headroom, "no capacity known for 4 subscribers")
+	require.Zero(t, rep.Goals[5].Headroom, "none at 1472 B")
+	var buf bytes.Buffer
+	require.NoError(t, b.WriteTable(&buf))
+	require.Contains(t, buf.String(), "headroom 0.05x (capacity 200,000)")
+	require.Contains(t, buf.String(), "(1472 B packets)")
+}
+
+func TestLoadReport(t *testing.T) {
+	dir := t.TempDir()
+	r := Report{Schema: Schema, Capacity: []CapacityResult{{Name: "c", System: Mdbus, Capacity: 5}}}
+	js, err := json.Marshal(r)
+	require.NoError(t, err)
+	path := dir + "/c.json"
+	require.NoError(t, os.WriteFile(path, js, 0o644))
+	back, err := LoadReport(path)
+	require.NoError(t, err)
+	require.Equal(t, r.Capacity, back.Capacity)
+	require.NoError(t, os.WriteFile(path, []byte(`{"schema":"other/9"}`), 0o644))
+	_, err = LoadReport(path)
+	require.ErrorIs(t, err, ErrConfig)
+	_, err = LoadReport(dir + "/missing.json")
+	require.Error(t, err)
 }

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"time"
+
+	"github.com/mdbus/mdbus/wire"
 )
 
 // Targets of issue 4.
@@ -19,10 +23,11 @@ const (
 	DefaultGoalLoss   = 0.01
 	goalSizeBytes     = 64
 	goalRateOverOffer = 1.02 // offer a little more than the target (loss run)
-	// GoalPayloadSize is the packet size `mdbus bench goals` uses unless
-	// told otherwise: a 9000-byte (jumbo) MTU. The raw baseline sends one
-	// datagram per message whatever the size; mdbus fills the path's
-	// packets, and lo's MTU (65536) allows this and more.
+	// GoalPayloadSize is the first packet size `mdbus bench goals` judges
+	// at (1472, a 1500-byte MTU, is the second): a 9000-byte (jumbo) MTU.
+	// The raw baseline sends one datagram per message whatever the size;
+	// mdbus fills the path's packets, and lo's MTU (65536) allows this and
+	// more.
 	GoalPayloadSize = 8972
 )
 
@@ -33,6 +38,21 @@ type GoalsConfig struct {
 	// Loss is the fraction dropped at the subscriber in the loss run;
 	// default 1%.
 	Loss float64
+	// PayloadSizes are the mdbus packet sizes the throughput goals are
+	// judged at; default GoalPayloadSize (jumbo) and 1472 (a 1500-byte
+	// MTU).
+	PayloadSizes []int
+	// Headroom searches the capacity of the throughput goals' cells (1
+	// and GoalSubscribers subscribers, at each payload size) that
+	// Capacities does not hold, and reports each goal's headroom:
+	// capacity / goal rate.
+	Headroom bool
+	// Capacities are capacities already measured (a capacity report's),
+	// used for headroom where a cell matches.
+	Capacities []CapacityResult
+	// Probe is the duration of each headroom probe; default
+	// DefaultProbeDuration.
+	Probe time.Duration
 }
 
 // Goals runs the scenarios of issue 4 in this Bench, each for the
@@ -55,7 +75,10 @@ type GoalsConfig struct {
 //     impairment layer) and its retransmitter, offered half the lossless
 //     rate of 2: at least that, nothing lost, recovery p99 reported.
 //
-// It stops at the first interruption; what ran is reported.
+// Goals 2, 3, 4 and 6 are judged at every payload size of gc (jumbo and
+// 1472 bytes by default), each with its headroom when a capacity is known
+// or gc.Headroom searches it. It stops at the first interruption; what ran
+// is reported.
 func (b *Bench) Goals(ctx context.Context, gc GoalsConfig) error {
 	if gc.Loss == 0 {
 		gc.Loss = DefaultGoalLoss
@@ -63,57 +86,130 @@ func (b *Bench) Goals(ctx context.Context, gc GoalsConfig) error {
 	if gc.Rate == 0 {
 		gc.Rate = GoalRate
 	}
+	if len(gc.PayloadSizes) == 0 {
+		gc.PayloadSizes = []int{GoalPayloadSize, wire.DefaultPayloadSizeIPv4}
+	}
 	if gc.Rate < 0 || gc.Rate > MaxRate || gc.Loss < 0 || gc.Loss > 0.5 {
 		return fmt.Errorf("%w: goals: rate %g, loss %g", ErrConfig, gc.Rate, gc.Loss)
 	}
-	sz, err := ParseSizes(fmt.Sprint(goalSizeBytes), b.MaxMessage(Mdbus))
+	for _, p := range gc.PayloadSizes {
+		if MaxMessageFor(Mdbus, p) < goalSizeBytes {
+			return fmt.Errorf("%w: goals: payload size %d does not hold a %d-byte message", ErrConfig, p, goalSizeBytes)
+		}
+	}
+	sz, err := ParseSizes(fmt.Sprint(goalSizeBytes), MaxMessageFor(Mdbus, slices.Min(gc.PayloadSizes)))
 	if err != nil {
 		return err
 	}
-	var errs []error
-	note := func(err error) bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return true
-	}
-	add := func(g Goal) { b.rep.Goals = append(b.rep.Goals, g) }
-	secs := b.s.Duration.Seconds()
-
+	g := &goalRun{b: b, ctx: ctx, gc: gc, sz: sz, secs: b.s.Duration.Seconds()}
 	raw, err := b.Throughput(ctx, ThroughputCase{System: Raw, Sizes: sz})
-	if !note(err) {
+	if !g.note(err) {
 		return nil
 	}
-	rawRate := raw.MinMsgsPerSec
-	want := GoalRatio * rawRate
-	top, err := b.Throughput(ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: math.Ceil(want/1000) * 1000})
-	if !note(err) {
+	for _, p := range gc.PayloadSizes {
+		if !g.throughputGoals(p, raw.MinMsgsPerSec) {
+			return nil
+		}
+	}
+	if !g.roundTripGoals() {
 		return nil
+	}
+	b.Note("ZeroMQ PGM/NORM comparison: bench/peers/run.sh (same sizes and rates, same lab)")
+	return errors.Join(g.errs...)
+}
+
+// goalRun is one Goals call's state.
+type goalRun struct {
+	b    *Bench
+	ctx  context.Context
+	gc   GoalsConfig
+	sz   Sizes
+	secs float64
+	errs []error
+}
+
+// note keeps err and reports whether to go on (false once interrupted).
+func (g *goalRun) note(err error) bool {
+	if g.ctx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		g.errs = append(g.errs, err)
+	}
+	return true
+}
+
+func (g *goalRun) add(goal Goal) { g.b.rep.Goals = append(g.b.rep.Goals, goal) }
+
+// capacity is the capacity of mdbus 64 B at payload with subs subscribers:
+// from gc.Capacities, else searched when gc.Headroom asks, else 0.
+func (g *goalRun) capacity(payload, subs int) (float64, bool) {
+	for _, c := range g.gc.Capacities {
+		if c.System == Mdbus && c.PayloadSize == payload && c.Size == g.sz.String() && c.Subscribers == subs && c.Capacity > 0 {
+			return c.Capacity, true
+		}
+	}
+	if !g.gc.Headroom {
+		return 0, true
+	}
+	c, err := g.b.Capacity(g.ctx, CapacityCase{
+		System: Mdbus, Sizes: g.sz, PayloadSize: payload, Subscribers: subs, Processes: subs > 1, Probe: g.gc.Probe,
+	})
+	return c.Capacity, g.note(err)
+}
+
+// headroom fills goal's capacity and headroom over rate.
+func headroom(goal *Goal, capacity, rate float64) {
+	if capacity > 0 && rate > 0 {
+		goal.Capacity, goal.Headroom = capacity, capacity/rate
+	}
+}
+
+// throughputGoals judges goals 2, 3, 4 and 6 at payload; false once
+// interrupted.
+func (g *goalRun) throughputGoals(payload int, rawRate float64) bool {
+	b, sz, secs, gc := g.b, g.sz, g.secs, g.gc
+	at := fmt.Sprintf(" (%d B packets)", payload)
+	want := GoalRatio * rawRate
+	top, err := b.Throughput(g.ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: math.Ceil(want/1000) * 1000, PayloadSize: payload})
+	if !g.note(err) {
+		return false
+	}
+	cap1, ok := g.capacity(payload, 1)
+	if !ok {
+		return false
 	}
 	st := first(top.Subs)
-	add(Goal{
-		Name:     fmt.Sprintf("throughput 64 B 1->1: mdbus >= %dx raw UDP (one datagram per message, as fast as it goes), zero drops, zero losses", GoalRatio),
-		Target:   fmt.Sprintf(">= %s msgs/s (%dx raw %s) over >= %gs, kernel drops 0, lost 0", count(want), GoalRatio, count(rawRate), 0.99*secs),
-		Measured: fmt.Sprintf("%s msgs/s = %.1fx raw, %.0f msgs/packet; %s", count(top.MinMsgsPerSec), ratio(top.MinMsgsPerSec, rawRate), st.MsgsPerPacket, tally(st)),
-		Pass:     rawRate > 0 && sustained(top, want, secs),
-	})
-	one, err := b.Throughput(ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: gc.Rate})
-	if !note(err) {
-		return nil
+	goal := Goal{
+		Name:        fmt.Sprintf("throughput 64 B 1->1: mdbus >= %dx raw UDP (one datagram per message, as fast as it goes), zero drops, zero losses%s", GoalRatio, at),
+		PayloadSize: payload,
+		Target:      fmt.Sprintf(">= %s msgs/s (%dx raw %s) over >= %gs, kernel drops 0, lost 0", count(want), GoalRatio, count(rawRate), 0.99*secs),
+		Measured:    fmt.Sprintf("%s msgs/s = %.1fx raw, %.0f msgs/packet; %s", count(top.MinMsgsPerSec), ratio(top.MinMsgsPerSec, rawRate), st.MsgsPerPacket, tally(st)),
+		Pass:        rawRate > 0 && sustained(top, want, secs),
+	}
+	headroom(&goal, cap1, want)
+	g.add(goal)
+	one, err := b.Throughput(g.ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: gc.Rate, PayloadSize: payload})
+	if !g.note(err) {
+		return false
 	}
 	s1 := first(one.Subs)
-	add(Goal{
-		Name:     fmt.Sprintf("throughput 64 B 1->1 offered %s msgs/s for %gs: all delivered, zero drops, zero losses", count(gc.Rate), secs),
-		Target:   fmt.Sprintf(">= %s msgs/s over >= %gs, kernel drops 0, lost 0", count(GoalRate), 0.99*secs),
-		Measured: fmt.Sprintf("%s msgs/s over %.2fs; %s", count(one.MinMsgsPerSec), s1.Seconds, tally(s1)),
-		Pass:     sustained(one, GoalRate, secs),
-	})
-	four, err := b.Throughput(ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: gc.Rate, Subscribers: GoalSubscribers, Processes: true})
-	if !note(err) {
-		return nil
+	goal = Goal{
+		Name:        fmt.Sprintf("throughput 64 B 1->1 offered %s msgs/s for %gs: all delivered, zero drops, zero losses%s", count(gc.Rate), secs, at),
+		PayloadSize: payload,
+		Target:      fmt.Sprintf(">= %s msgs/s over >= %gs, kernel drops 0, lost 0", count(GoalRate), 0.99*secs),
+		Measured:    fmt.Sprintf("%s msgs/s over %.2fs; %s", count(one.MinMsgsPerSec), s1.Seconds, tally(s1)),
+		Pass:        sustained(one, GoalRate, secs),
+	}
+	headroom(&goal, cap1, GoalRate)
+	g.add(goal)
+	four, err := b.Throughput(g.ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: gc.Rate, Subscribers: GoalSubscribers, Processes: true, PayloadSize: payload})
+	if !g.note(err) {
+		return false
+	}
+	cap4, ok := g.capacity(payload, GoalSubscribers)
+	if !ok {
+		return false
 	}
 	done := 0
 	for _, s := range four.Subs {
@@ -121,34 +217,15 @@ func (b *Bench) Goals(ctx context.Context, gc GoalsConfig) error {
 			done++
 		}
 	}
-	add(Goal{
-		Name:     fmt.Sprintf("as above with %d subscribers in separate processes: every subscriber complete", GoalSubscribers),
-		Target:   fmt.Sprintf("%d of %d complete at >= %s msgs/s, kernel drops 0", GoalSubscribers, GoalSubscribers, count(GoalRate)),
-		Measured: fmt.Sprintf("%d of %d complete; sent %s msgs/s; slowest subscriber %s msgs/s; %s", done, len(four.Subs), count(four.Sent.MsgsPerSec), count(four.MinMsgsPerSec), worst(four.Subs)),
-		Pass:     done == GoalSubscribers && sustained(four, GoalRate, secs),
-	})
-	rr, err := b.Latency(ctx, LatencyCase{System: Raw, Mode: RoundTrip, Sizes: sz, Rate: GoalRTTRate})
-	if !note(err) {
-		return nil
+	goal = Goal{
+		Name:        fmt.Sprintf("as above with %d subscribers in separate processes: every subscriber complete%s", GoalSubscribers, at),
+		PayloadSize: payload,
+		Target:      fmt.Sprintf("%d of %d complete at >= %s msgs/s, kernel drops 0", GoalSubscribers, GoalSubscribers, count(GoalRate)),
+		Measured:    fmt.Sprintf("%d of %d complete; sent %s msgs/s; slowest subscriber %s msgs/s; %s", done, len(four.Subs), count(four.Sent.MsgsPerSec), count(four.MinMsgsPerSec), worst(four.Subs)),
+		Pass:        done == GoalSubscribers && sustained(four, GoalRate, secs),
 	}
-	mr, err := b.Latency(ctx, LatencyCase{System: Mdbus, Mode: RoundTrip, Sizes: sz, Rate: GoalRTTRate})
-	if !note(err) {
-		return nil
-	}
-	p50 := ratio(float64(mr.Total.P50), float64(rr.Total.P50))
-	p999 := ratio(float64(mr.Total.P999), float64(rr.Total.P999))
-	add(Goal{
-		Name:     "round trip 64 B at 10k msgs/s: p50 within 1.2x of raw UDP",
-		Target:   fmt.Sprintf("<= %s µs (1.2 x raw %s µs)", us(int64(GoalP50Ratio*float64(rr.Total.P50))), us(rr.Total.P50)),
-		Measured: fmt.Sprintf("%s µs = %.2fx raw; lost %d", us(mr.Total.P50), p50, mr.Lost),
-		Pass:     rr.Total.Count > 0 && mr.Total.Count > 0 && p50 <= GoalP50Ratio && mr.Lost == 0,
-	})
-	add(Goal{
-		Name:     "round trip 64 B at 10k msgs/s: p99.9 within 1.5x of raw UDP",
-		Target:   fmt.Sprintf("<= %s µs (1.5 x raw %s µs)", us(int64(GoalP999Ratio*float64(rr.Total.P999))), us(rr.Total.P999)),
-		Measured: fmt.Sprintf("%s µs = %.2fx raw", us(mr.Total.P999), p999),
-		Pass:     rr.Total.Count > 0 && mr.Total.Count > 0 && p999 <= GoalP999Ratio,
-	})
+	headroom(&goal, cap4, GoalRate)
+	g.add(goal)
 	// Lossless reference: the best complete mdbus 1 -> 1 run above.
 	lossless := 0.0
 	for _, r := range []ThroughputRun{top, one} {
@@ -160,23 +237,52 @@ func (b *Bench) Goals(ctx context.Context, gc GoalsConfig) error {
 		lossless = max(top.MinMsgsPerSec, one.MinMsgsPerSec)
 	}
 	half := GoalLossFraction * lossless
-	lr, err := b.Throughput(ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: math.Ceil(half * goalRateOverOffer), Loss: gc.Loss})
-	if !note(err) {
-		return nil
+	lr, err := b.Throughput(g.ctx, ThroughputCase{System: Mdbus, Sizes: sz, Rate: math.Ceil(half * goalRateOverOffer), Loss: gc.Loss, PayloadSize: payload})
+	if !g.note(err) {
+		return false
 	}
 	s6 := first(lr.Subs)
 	rec := "no gap was repaired"
 	if lr.Recovery != nil {
 		rec = fmt.Sprintf("recovery p50 %s / p99 %s / max %s µs over %d gaps", us(lr.Recovery.P50), us(lr.Recovery.P99), us(lr.Recovery.Max), lr.Recovery.Count)
 	}
-	add(Goal{
-		Name:     fmt.Sprintf("throughput 64 B 1->1 with %g%% loss at the subscriber: >= half of lossless, zero lost", gc.Loss*100),
-		Target:   fmt.Sprintf(">= %s msgs/s (half of %s), lost 0, recovery p99 reported", count(half), count(lossless)),
-		Measured: fmt.Sprintf("%s msgs/s; %s; %s", count(lr.MinMsgsPerSec), tally(s6), rec),
-		Pass:     sustained(lr, half, secs) && lr.Recovery != nil,
+	g.add(Goal{
+		Name:        fmt.Sprintf("throughput 64 B 1->1 with %g%% loss at the subscriber: >= half of lossless, zero lost%s", gc.Loss*100, at),
+		PayloadSize: payload,
+		Target:      fmt.Sprintf(">= %s msgs/s (half of %s), lost 0, recovery p99 reported", count(half), count(lossless)),
+		Measured:    fmt.Sprintf("%s msgs/s; %s; %s", count(lr.MinMsgsPerSec), tally(s6), rec),
+		Pass:        sustained(lr, half, secs) && lr.Recovery != nil,
 	})
-	b.Note("ZeroMQ PGM/NORM comparison: bench/peers/run.sh (same sizes and rates, same lab)")
-	return errors.Join(errs...)
+	return true
+}
+
+// roundTripGoals judges goal 5 (one message per packet: the payload size
+// does not matter); false once interrupted.
+func (g *goalRun) roundTripGoals() bool {
+	b, sz := g.b, g.sz
+	rr, err := b.Latency(g.ctx, LatencyCase{System: Raw, Mode: RoundTrip, Sizes: sz, Rate: GoalRTTRate})
+	if !g.note(err) {
+		return false
+	}
+	mr, err := b.Latency(g.ctx, LatencyCase{System: Mdbus, Mode: RoundTrip, Sizes: sz, Rate: GoalRTTRate})
+	if !g.note(err) {
+		return false
+	}
+	p50 := ratio(float64(mr.Total.P50), float64(rr.Total.P50))
+	p999 := ratio(float64(mr.Total.P999), float64(rr.Total.P999))
+	g.add(Goal{
+		Name:     "round trip 64 B at 10k msgs/s: p50 within 1.2x of raw UDP",
+		Target:   fmt.Sprintf("<= %s µs (1.2 x raw %s µs)", us(int64(GoalP50Ratio*float64(rr.Total.P50))), us(rr.Total.P50)),
+		Measured: fmt.Sprintf("%s µs = %.2fx raw; lost %d", us(mr.Total.P50), p50, mr.Lost),
+		Pass:     rr.Total.Count > 0 && mr.Total.Count > 0 && p50 <= GoalP50Ratio && mr.Lost == 0,
+	})
+	g.add(Goal{
+		Name:     "round trip 64 B at 10k msgs/s: p99.9 within 1.5x of raw UDP",
+		Target:   fmt.Sprintf("<= %s µs (1.5 x raw %s µs)", us(int64(GoalP999Ratio*float64(rr.Total.P999))), us(rr.Total.P999)),
+		Measured: fmt.Sprintf("%s µs = %.2fx raw", us(mr.Total.P999), p999),
+		Pass:     rr.Total.Count > 0 && mr.Total.Count > 0 && p999 <= GoalP999Ratio,
+	})
+	return true
 }
 
 // sustained reports whether every subscriber of r got every message, with

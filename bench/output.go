@@ -161,6 +161,22 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 	return files, errors.Join(errs...)
 }
 
+// LoadReport reads a report written by WriteFiles or WriteJSON.
+func LoadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", path, err)
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("%w: %s: schema %q, want %q", ErrConfig, path, r.Schema, Schema)
+	}
+	return &r, nil
+}
+
 // WriteJSON writes the report as indented JSON.
 func (b *Bench) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -267,7 +283,11 @@ func WriteTable(w io.Writer, r *Report) error {
 			if g.Pass {
 				v = "pass"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v, g.Name, g.Target, g.Measured)
+			room := "-"
+			if g.Headroom > 0 {
+				room = fmt.Sprintf("headroom %.2fx (capacity %s)", g.Headroom, count(g.Capacity))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v, g.Name, g.Target, g.Measured, room)
 		}
 		tw.Flush()
 	}

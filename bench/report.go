@@ -254,6 +254,13 @@ type Goal struct {
 	Target   string `json:"target"`
 	Measured string `json:"measured"`
 	Pass     bool   `json:"pass"`
+	// PayloadSize is the mdbus packet size a throughput goal was judged
+	// at.
+	PayloadSize int `json:"payload_size,omitempty"`
+	// Capacity (msgs/s) and Headroom (Capacity / the goal's rate), where
+	// the capacity of the goal's cell is known.
+	Capacity float64 `json:"capacity_msgs_per_s,omitempty"`
+	Headroom float64 `json:"headroom,omitempty"`
 }
 
 func machine() Machine {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -157,17 +156,12 @@ func micros(v float64) string {
 // LoadChartSeries reads the latency series of a JSON report or a .hgrm
 // file (as this package writes them: values in microseconds).
 func LoadChartSeries(path string) ([]ChartSeries, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".json":
-		var r Report
-		if err := json.NewDecoder(f).Decode(&r); err != nil {
-			return nil, fmt.Errorf("bench: %s: %w", path, err)
+		r, err := LoadReport(path)
+		if err != nil {
+			return nil, err
 		}
 		var out []ChartSeries
 		for _, l := range r.Latency {
@@ -180,6 +174,11 @@ func LoadChartSeries(path string) ([]ChartSeries, error) {
 		}
 		return out, nil
 	case ".hgrm":
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
 		pts, err := ParseHGRM(f, 1e3)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", path, err)

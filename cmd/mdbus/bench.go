@@ -45,7 +45,10 @@ Modes:
               1472,8972 x 64,1024 x 1,4; 4 = subscriber processes): a
               free-running probe, an exponential ramp, then bisection to
               --resolution, at most --max-probes and --budget per cell
-  goals       the targets of issue 4, each measured in this run, PASS/FAIL
+  goals       the targets of issue 4, each measured in this run, PASS/FAIL;
+              the throughput goals at 8972 and 1472-byte packets (or
+              --payload-size), with headroom = capacity / goal from
+              --headroom (searched) or --capacity-from (a capacity report)
   chart       draw a percentile-spectrum SVG from .json reports or .hgrm files:
               mdbus bench chart -o out.svg a.json b.hgrm ...
   lab         run a command inside the benchmark lab (private network
@@ -88,7 +91,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	dur := fs.Duration("duration", 0, "how long each run sends (default 5s; goals: 10s; at most 1h)")
 	count := fs.Int64("count", 0, "also end each run after this many messages (0 = duration only)")
 	warmup := fs.Duration("warmup", 0, "latency: leading part of each run not recorded (default 500ms; negative for none)")
-	payload := fs.Int("payload-size", 0, "largest MoldUDP64 packet in bytes (default 1472, a 1500-byte MTU; goals: 8972, a jumbo MTU)")
+	payload := fs.Int("payload-size", 0, "largest MoldUDP64 packet in bytes (default 1472, a 1500-byte MTU; goals: both 8972, a jumbo MTU, and 1472)")
 	batch := fs.Int("batch", 0, "messages handed to the publisher (or sendmmsg) at once in throughput runs (default 256)")
 	linger := fs.Duration("linger", 0, "throughput: how long the publisher lets a partly filled packet wait for more messages (default 500µs; negative: none)")
 	rcvbuf := fs.Int("read-buffer", 0, "SO_RCVBUF request in bytes (default 32 MiB; the kernel caps it at net.core.rmem_max unless the lab runs as root, see BENCHMARKS.md)")
@@ -114,6 +117,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	resolution := fs.Float64("resolution", bench.DefaultResolution, "capacity: stop when the lowest lossy rate is within this fraction above the highest lossless one")
 	maxProbes := fs.Int("max-probes", bench.DefaultMaxProbes, "capacity: at most this many probes per cell (the free-running one included)")
 	budget := fs.Duration("budget", bench.DefaultCapacityBudget, "capacity: no probe of a cell starts after this long")
+	withHeadroom := fs.Bool("headroom", false, "goals: search the capacity of each throughput goal's cell (--probe per probe) and report headroom = capacity / goal")
+	capFrom := fs.String("capacity-from", "", "goals: take capacities for the headroom from this capacity report (.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -229,6 +234,17 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cfg.Duration = *probe
 	}
+	var known []bench.CapacityResult
+	if mode == "goals" && *capFrom != "" {
+		rep, err := bench.LoadReport(*capFrom)
+		if err != nil {
+			return usageErr("--capacity-from: %v", clean(err))
+		}
+		if len(rep.Capacity) == 0 {
+			return usageErr("--capacity-from %s: the report holds no capacity results (write one with mdbus bench capacity)", *capFrom)
+		}
+		known = rep.Capacity
+	}
 	if mode == "goals" && cfg.Duration == 0 {
 		cfg.Duration = 10 * time.Second
 	}
@@ -325,9 +341,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	case "goals":
-		gc := bench.GoalsConfig{Loss: *loss}
+		gc := bench.GoalsConfig{Loss: *loss, Headroom: *withHeadroom, Probe: *probe, Capacities: known}
 		if *rates != "" {
 			gc.Rate = rs[0]
+		}
+		if *payload != 0 {
+			gc.PayloadSizes = []int{*payload}
 		}
 		runErr = b.Goals(ctx, gc)
 	}
