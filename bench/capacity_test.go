@@ -328,3 +328,19 @@ func TestLoadReport(t *testing.T) {
 	_, err = LoadReport(dir + "/missing.json")
 	require.Error(t, err)
 }
+
+func TestSmokeInlineThroughput(t *testing.T) {
+	netlab.Require(t)
+	cfg := smokeConfig(t, 42900)
+	cfg.InlineThroughput, cfg.Duration = true, 300*time.Millisecond
+	b, err := New(cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	sz, err := ParseSizes("1024", 1450)
+	require.NoError(t, err)
+	run, err := b.Throughput(context.Background(), ThroughputCase{System: Mdbus, Sizes: sz, Rate: 20_000})
+	require.NoError(t, err)
+	require.True(t, run.Complete, "%+v", run.Subs)
+	require.InDelta(t, 1.0, run.Sent.MsgsPerPacket, 1e-9, "1024 B messages: one per 1472 B packet")
+	require.True(t, b.Report().Settings.InlineThroughput)
+}

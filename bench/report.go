@@ -71,7 +71,9 @@ type Settings struct {
 	Warmup      float64 `json:"warmup_s"`
 	Interval    float64 `json:"interval_s"`
 	Timestamps  bool    `json:"kernel_timestamps"`
-	Seed        uint64  `json:"seed"`
+	// InlineThroughput: the mdbus throughput publisher sent inline.
+	InlineThroughput bool   `json:"inline_throughput,omitempty"`
+	Seed             uint64 `json:"seed"`
 }
 
 // ThroughputRun is one throughput measurement: one publisher, N

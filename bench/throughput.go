@@ -219,7 +219,11 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 		specs = append(specs, sp)
 	}
 	cpu0 := cpuSeconds()
-	snd, err := b.newSender(c.System, sendParams{group: group, payloadSize: c.PayloadSize, batch: b.s.Batch, linger: b.s.Linger, recovery: b.recovery(c.System, c.Loss)})
+	sp := sendParams{group: group, payloadSize: c.PayloadSize, batch: b.s.Batch, linger: b.s.Linger, recovery: b.recovery(c.System, c.Loss)}
+	if b.s.InlineThroughput {
+		sp.inline, sp.linger = true, 0
+	}
+	snd, err := b.newSender(c.System, sp)
 	if err != nil {
 		return run, err
 	}
