@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -343,4 +345,38 @@ func TestSmokeInlineThroughput(t *testing.T) {
 	require.True(t, run.Complete, "%+v", run.Subs)
 	require.InDelta(t, 1.0, run.Sent.MsgsPerPacket, 1e-9, "1024 B messages: one per 1472 B packet")
 	require.True(t, b.Report().Settings.InlineThroughput)
+}
+
+func TestCapacityChart(t *testing.T) {
+	capa := []CapacityResult{
+		{System: Mdbus, PayloadSize: 1472, Size: "64", Subscribers: 1, Capacity: 5e6},
+		{System: Mdbus, PayloadSize: 1472, Size: "1024", Subscribers: 1, Capacity: 3e5},
+		{System: Raw, Size: "64", Subscribers: 1, Capacity: 3.5e5},
+		{System: Raw, Size: "1024", Subscribers: 1, Capacity: 3.2e5},
+		{System: Raw, Size: "itch", Subscribers: 1, Capacity: 3e5}, // no single size: left out
+		{System: Mdbus, PayloadSize: 8972, Size: "64", Subscribers: 4, Capacity: 0},
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteCapacityChart(&buf, "capacity <&>", capa))
+	d := xml.NewDecoder(&buf)
+	paths, dots := 0, 0
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "path":
+				paths++
+			case "circle":
+				dots++
+			}
+		}
+	}
+	require.Equal(t, 2, paths, "one line per system and packet size")
+	require.Equal(t, 4, dots, "one dot per measured fixed size")
+	buf.Reset()
+	require.NoError(t, WriteCapacityChart(&buf, "empty", nil))
 }

@@ -150,6 +150,14 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 			write(name+".svg", buf.Bytes())
 		}
 	}
+	if len(b.rep.Capacity) > 0 {
+		var buf bytes.Buffer
+		if err := WriteCapacityChart(&buf, "mdbus bench: lossless capacity by message size", b.rep.Capacity); err != nil {
+			errs = append(errs, err)
+		} else {
+			write(name+"-capacity.svg", buf.Bytes())
+		}
+	}
 	jsonPath := filepath.Join(dir, name+".json")
 	b.rep.Files = append(append([]string(nil), files...), jsonPath)
 	var js bytes.Buffer

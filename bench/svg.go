@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -72,11 +73,7 @@ func WriteChart(w io.Writer, title string, series []ChartSeries) error {
 		return float64(top) + plotH - (math.Log10(us)-y0)/(y1-y0)*plotH
 	}
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
-<rect width="100%%" height="100%%" fill="white"/>
-<text x="%d" y="24" font-size="16">%s</text>
-`, width, height, width, height, left, html.EscapeString(title))
+	svgStart(bw, width, height, left, title)
 	// Grid and axes.
 	for k := 0.0; k <= x1; k++ {
 		x := float64(left) + k/x1*plotW
@@ -105,21 +102,131 @@ func WriteChart(w io.Writer, title string, series []ChartSeries) error {
 	fmt.Fprintf(bw, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">latency (log scale)</text>`+"\n", float64(top)+plotH/2)
 	// Series.
 	for i, s := range series {
-		color := palette[i%len(palette)]
-		var b strings.Builder
+		xy := make([][2]float64, len(s.Points))
 		for j, p := range s.Points {
-			cmd := "L"
-			if j == 0 {
-				cmd = "M"
+			xy[j] = [2]float64{xOf(p.Q), yOf(float64(p.V) / 1e3)}
+		}
+		svgSeries(bw, i, s.Name, xy, false, left, top+plotHeight+bottom+4+legendRow*i)
+	}
+	fmt.Fprintln(bw, "</svg>")
+	return bw.Flush()
+}
+
+// svgStart writes the SVG header, a white background and the title.
+func svgStart(bw *bufio.Writer, width, height, left int, title string) {
+	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
+<rect width="100%%" height="100%%" fill="white"/>
+<text x="%d" y="24" font-size="16">%s</text>
+`, width, height, width, height, left, html.EscapeString(title))
+}
+
+// svgSeries draws series i as a line through xy (plot coordinates), with
+// dots when marks, and its legend entry at (left, ly).
+func svgSeries(bw *bufio.Writer, i int, name string, xy [][2]float64, marks bool, left, ly int) {
+	color := palette[i%len(palette)]
+	var b strings.Builder
+	for j, p := range xy {
+		cmd := "L"
+		if j == 0 {
+			cmd = "M"
+		}
+		fmt.Fprintf(&b, "%s%.1f %.1f ", cmd, p[0], p[1])
+	}
+	if b.Len() > 0 {
+		fmt.Fprintf(bw, `<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.TrimSpace(b.String()), color)
+	}
+	for _, p := range xy {
+		if marks {
+			fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", p[0], p[1], color)
+		}
+	}
+	fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", left, ly-4, left+24, ly-4, color)
+	fmt.Fprintf(bw, `<text x="%d" y="%d">%s</text>`+"\n", left+30, ly, html.EscapeString(name))
+}
+
+// WriteCapacityChart draws capacity (messages/s, log scale) by message
+// size (log scale), one line per system, packet size and subscriber
+// count, from the fixed-size results of capa.
+func WriteCapacityChart(w io.Writer, title string, capa []CapacityResult) error {
+	const (
+		width                    = 960
+		plotHeight               = 440
+		left, right, top, bottom = 80, 56, 48, 56
+		legendRow                = 18
+	)
+	type line struct {
+		name string
+		pts  [][2]float64 // size, msgs/s
+	}
+	var lines []*line
+	byName := map[string]*line{}
+	minS, maxS, minV, maxV := math.Inf(1), 0.0, math.Inf(1), 0.0
+	for _, c := range capa {
+		size, err := strconv.Atoi(c.Size)
+		if err != nil || c.Capacity <= 0 {
+			continue // a distribution, or nothing lossless
+		}
+		name := fmt.Sprintf("%s, 1->%d", c.System, c.Subscribers)
+		if c.System == Mdbus {
+			name = fmt.Sprintf("mdbus in %d B packets, 1->%d", c.PayloadSize, c.Subscribers)
+		}
+		l := byName[name]
+		if l == nil {
+			l = &line{name: name}
+			byName[name] = l
+			lines = append(lines, l)
+		}
+		l.pts = append(l.pts, [2]float64{float64(size), c.Capacity})
+		minS, maxS = math.Min(minS, float64(size)), math.Max(maxS, float64(size))
+		minV, maxV = math.Min(minV, c.Capacity), math.Max(maxV, c.Capacity)
+	}
+	if len(lines) == 0 {
+		minS, maxS, minV, maxV = 16, 1024, 1e3, 1e6
+	}
+	x0, x1 := math.Floor(math.Log2(minS)), math.Ceil(math.Log2(maxS))
+	if x1 <= x0 {
+		x0, x1 = x0-1, x1+1
+	}
+	y0, y1 := math.Floor(math.Log10(minV)), math.Ceil(math.Log10(maxV))
+	if y1 <= y0 {
+		y1 = y0 + 1
+	}
+	height := top + plotHeight + bottom + legendRow*len(lines) + 8
+	plotW, plotH := float64(width-left-right), float64(plotHeight)
+	xOf := func(s float64) float64 { return float64(left) + (math.Log2(s)-x0)/(x1-x0)*plotW }
+	yOf := func(v float64) float64 { return float64(top) + plotH - (math.Log10(v)-y0)/(y1-y0)*plotH }
+	bw := bufio.NewWriter(w)
+	svgStart(bw, width, height, left, title)
+	for k := x0; k <= x1; k++ {
+		x := xOf(math.Pow(2, k))
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x, top, x, float64(top)+plotH)
+		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, float64(top)+plotH+16, strconv.FormatFloat(math.Pow(2, k), 'f', 0, 64))
+	}
+	for e := y0; e <= y1; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if math.Log10(v) > y1+1e-9 {
+				break
 			}
-			fmt.Fprintf(&b, "%s%.1f %.1f ", cmd, xOf(p.Q), yOf(float64(p.V)/1e3))
+			stroke := "#eee"
+			if m == 1 {
+				stroke = "#ccc"
+			}
+			fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", left, yOf(v), float64(left)+plotW, yOf(v), stroke)
+			fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, yOf(v)+4, rateName(v))
 		}
-		if b.Len() > 0 {
-			fmt.Fprintf(bw, `<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.TrimSpace(b.String()), color)
+	}
+	fmt.Fprintf(bw, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none" stroke="#444"/>`+"\n", left, top, plotW, plotH)
+	fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="middle">message size, bytes (log scale)</text>`+"\n", float64(left)+plotW/2, float64(top)+plotH+36)
+	fmt.Fprintf(bw, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">lossless capacity, msgs/s (log scale)</text>`+"\n", float64(top)+plotH/2)
+	for i, l := range lines {
+		sort.Slice(l.pts, func(a, b int) bool { return l.pts[a][0] < l.pts[b][0] })
+		xy := make([][2]float64, len(l.pts))
+		for j, p := range l.pts {
+			xy[j] = [2]float64{xOf(p[0]), yOf(p[1])}
 		}
-		ly := top + plotHeight + bottom + 4 + legendRow*i
-		fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", left, ly-4, left+24, ly-4, color)
-		fmt.Fprintf(bw, `<text x="%d" y="%d">%s</text>`+"\n", left+30, ly, html.EscapeString(s.Name))
+		svgSeries(bw, i, l.name, xy, true, left, top+plotHeight+bottom+4+legendRow*i)
 	}
 	fmt.Fprintln(bw, "</svg>")
 	return bw.Flush()
