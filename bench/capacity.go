@@ -349,8 +349,11 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 			sc.Max = math.Ceil(p.Sent)
 		}
 		sc.Start = capacityStart * p.Delivered
-		if p.Pass {
-			sc.Start = p.Sent
+		if p.Pass && p.Sent >= 1 {
+			// Lossless as fast as the sender goes: confirm at a fixed
+			// rate; the sender is the limit.
+			sc.Start = math.Floor(p.Sent)
+			sc.Max = sc.Start
 		}
 		if sc.Start < 1 {
 			sc.Start = 1000

@@ -39,7 +39,7 @@ func ratios(tp []ThroughputRun, lat []LatencyRun, capa []CapacityResult) []Ratio
 		if m.System != Mdbus {
 			continue
 		}
-		if r, ok := rawCapacity(capa, m); ok {
+		if r, ok := rawCapacity(capa, m); ok && r.Capacity > 0 && m.Capacity > 0 {
 			out = append(out, Ratio{What: "capacity " + m.Name + ": msgs/s", Mdbus: m.Capacity, Raw: r.Capacity, Ratio: ratio(m.Capacity, r.Capacity)})
 		}
 	}
@@ -319,7 +319,7 @@ func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
 	for _, c := range capa {
 		vs := "-"
 		if c.System == Mdbus {
-			if r, ok := rawCapacity(capa, c); ok {
+			if r, ok := rawCapacity(capa, c); ok && r.Capacity > 0 {
 				vs = fmt.Sprintf("%.2fx", ratio(c.Capacity, r.Capacity))
 			}
 		}
