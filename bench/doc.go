@@ -21,6 +21,13 @@
 //     receive timestamps (SO_TIMESTAMPNS) the latency splits into wire time
 //     (scheduled send to kernel receive) and receive path (kernel to
 //     delivery).
+//   - Closed-loop ping-pong (PingPong): one message in flight, the ponger
+//     in its own process, as Aeron's ping-pong; with each side's CPU time
+//     over wall time, and optionally both ends busy-polling.
+//   - Capacity: the highest offered rate every subscriber receives whole
+//     (zero kernel drops, zero lost), found by a free-running probe, an
+//     exponential ramp and bisection to a resolution, bounded in probes
+//     and time; over packet sizes, message sizes and subscriber counts.
 //   - Raw: the same with one UDP datagram per message, sent with sendmmsg
 //     and received with recvmmsg, no protocol at all.
 //   - With loss: the impairment layer (tools/impair) drops a fraction of
