@@ -364,9 +364,11 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 		if sc.Budget == 0 {
 			sc.Budget = DefaultCapacityBudget
 		}
-		if sc.MaxProbes > 0 {
-			sc.MaxProbes = max(sc.MaxProbes-1, 1)
+		// MaxProbes counts the free-running probe too.
+		if sc.MaxProbes == 0 {
+			sc.MaxProbes = DefaultMaxProbes
 		}
+		sc.MaxProbes = max(sc.MaxProbes-1, 1)
 	}
 	sr := search(ctx, sc, Now, probe)
 	res.Probes = append(res.Probes, sr.probes...)
