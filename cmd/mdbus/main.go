@@ -18,6 +18,7 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/mdbus/mdbus/internal/logx"
 	"github.com/mdbus/mdbus/internal/netlab"
 )
 
@@ -51,6 +52,10 @@ Commands:
 Run "mdbus COMMAND -h" for a command's flags. Defaults never leave the host:
 interface lo, multicast TTL 0. Add --netns to run inside a private network
 namespace where nothing can reach a real network.
+
+`+globalUsage+`
+SIGINT or SIGTERM ends a command cleanly (flush, end of session, summary,
+counters file removed, exit 0); a second signal exits at once.
 `)
 }
 
@@ -70,7 +75,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if wantNetns(args[1], args[2:]) && !netlab.Inside() {
+	g, cmdArgs, err := parseGlobals(args[2:])
+	if err == nil {
+		env.globals = g
+		env.log, err = newLogger(g, stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+		return 2
+	}
+	if wantNetns(args[1], cmdArgs) && !netlab.Inside() {
 		code, err := netlab.Reexec(args, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "mdbus %s: --netns: %v\n", args[1], err)
@@ -84,9 +98,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(stderr, args[1])
 	defer stop()
-	err := cmd.run(ctx, args[2:], stdout)
+	err = cmd.run(ctx, cmdArgs, stdout)
+	logx.Flush(env.log)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
@@ -96,6 +111,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
 		return 1
+	}
+}
+
+// notifyContext returns a context cancelled by the first SIGINT or
+// SIGTERM; a second one runs the cleanups (removing the counters file) and
+// exits at once with status 1.
+func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			env.log.Info("signal: finishing (a second signal exits at once)", "signal", s.String())
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-ch:
+			runCleanup()
+			fmt.Fprintf(stderr, "mdbus %s: second signal: exiting at once\n", name)
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel()
 	}
 }
 

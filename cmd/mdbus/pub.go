@@ -9,8 +9,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -87,6 +89,8 @@ order-book messages at --rate until --count messages or --duration.`)
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
 	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
+	stamp := fs.Bool("stamp", true, "with --synthetic: write the send time into each message's ITCH timestamp (sub --stats shows one-way latency)")
+	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,7 +104,12 @@ order-book messages at --rate until --count messages or --duration.`)
 	if *syn && *rate == 0 {
 		*rate = 10_000
 	}
+	if *hold < 0 {
+		return usageErr("--hold must not be negative")
+	}
 	var sinks []publisher.Sink
+	var cache *retransmit.Cache
+	var srv *retransmit.Server
 	if *retr != "" {
 		l, err := parseAddr("--retransmit", *retr, false)
 		if err != nil {
@@ -110,15 +119,15 @@ order-book messages at --rate until --count messages or --duration.`)
 		if err != nil {
 			return err
 		}
-		cache := retransmit.NewCache(retransmit.CacheConfig{})
-		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
+		cache = retransmit.NewCache(retransmit.CacheConfig{})
+		srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
 			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl})
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
 		sinks = append(sinks, cache)
-		fmt.Fprintf(os.Stderr, "mdbus pub: re-requests on %s\n", srv.Addr())
+		env.log.Info("answering re-requests", "addr", srv.Addr().String())
 	}
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
@@ -128,23 +137,49 @@ order-book messages at --rate until --count messages or --duration.`)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "mdbus pub: session %s -> %s via %s (ttl %d)\n", pub.Session(), group, *gf.ifname, *ttl)
+	ops, err := startOps("pub")
+	if err != nil {
+		pub.Close()
+		return err
+	}
+	defer ops.Close()
+	counters.AttachPublisher(ops.Counters(), "pub", pub)
+	if srv != nil {
+		counters.AttachServer(ops.Counters(), "retransmit", srv.Stats)
+		counters.AttachCache(ops.Counters(), "cache", cache, func() []wire.Session { return []wire.Session{pub.Session()} })
+	}
+	env.log.Info("publishing", "session", pub.Session().String(), "group", group.String(), "interface", *gf.ifname, "ttl", *ttl)
 	var sent int
 	if *syn {
-		sent, err = pubSynthetic(ctx, pub, *count, *dur, *seed)
+		sent, err = pubSynthetic(ctx, pub, *count, *dur, *seed, *stamp)
 	} else {
 		sent, err = pubLines(ctx, pub, os.Stdin)
 	}
-	cerr := pub.Close()
+	if err == nil && *hold > 0 {
+		select { // heartbeats and re-requests go on; end of session after
+		case <-ctx.Done():
+		case <-time.After(*hold):
+		}
+	}
+	cerr := pub.Close() // flushes and sends end of session
 	st := pub.Stats()
-	fmt.Fprintf(os.Stderr, "mdbus pub: sent %d messages in %d packets, next sequence %d\n", sent, st.Packets, pub.NextSeq())
+	attrs := []any{"session", pub.Session().String(), "published", sent, "messages", st.Messages, "packets", st.Packets,
+		"bytes", st.Bytes, "heartbeats", st.Heartbeats, "send_errors", st.SendErrors, "next_seq", uint64(pub.NextSeq())}
+	if srv != nil {
+		ss := srv.Stats()
+		attrs = append(attrs, "requests", ss.Requests, "answered", ss.Answered, "refused", ss.Refused.Total(), "repair_bytes", ss.Bytes())
+	}
+	env.log.Info("summary", attrs...)
 	if err != nil {
 		return err
 	}
-	return cerr
+	if cerr != nil {
+		return fmt.Errorf("close: %w (packets may not have reached the group; check the interface and route)", cerr)
+	}
+	return nil
 }
 
-func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, seed uint64) (int, error) {
+func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, seed uint64, stamp bool) (int, error) {
 	g := synth.New(seed)
 	var end <-chan time.Time
 	if dur > 0 {
@@ -162,6 +197,9 @@ func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, du
 			}
 		}
 		buf = g.Next(buf[:0])
+		if stamp {
+			oneway.Stamp(buf, time.Now())
+		}
 		if _, err := pub.Publish(buf); err != nil {
 			return n, err
 		}
@@ -169,7 +207,11 @@ func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, du
 	return count, nil
 }
 
-func pubLines(ctx context.Context, pub *publisher.Publication, in io.Reader) (int, error) {
+func pubLines(ctx context.Context, pub *publisher.Publication, in *os.File) (int, error) {
+	// A signal closes the input, so a read blocked on a pipe or terminal
+	// returns and the session ends cleanly.
+	stop := context.AfterFunc(ctx, func() { in.Close() })
+	defer stop()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), wire.MaxPayloadSize)
 	n := 0
@@ -183,6 +225,9 @@ func pubLines(ctx context.Context, pub *publisher.Publication, in io.Reader) (in
 		n++
 	}
 	if err := sc.Err(); err != nil {
+		if ctx.Err() != nil {
+			return n, nil
+		}
 		return n, fmt.Errorf("read stdin after line %d: %w", n, err)
 	}
 	return n, nil

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/tools/counters"
 )
 
 func init() {
@@ -56,7 +56,20 @@ their tail loss.`)
 		return err
 	}
 	defer rw.Close()
-	fmt.Fprintf(os.Stderr, "mdbus rewind: caching %s, re-requests on %s\n", group, rw.Addr())
+	ops, err := startOps("rewind")
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+	counters.AttachRewinder(ops.Counters(), "rewind", rw)
+	defer func() {
+		cs, ss, fs := rw.Cache().Stats(), rw.ServerStats(), rw.FeedStats()
+		env.log.Info("summary", "feed_messages", fs.Messages, "feed_gaps", fs.Gaps, "feed_lost", fs.LostMessages,
+			"cached", cs.Messages, "cached_bytes", cs.Bytes, "sessions", cs.Sessions,
+			"requests", ss.Requests, "answered", ss.Answered, "refused", ss.Refused.Total(),
+			"unicast_packets", ss.UnicastPackets, "multicast_packets", ss.MulticastPackets, "repair_bytes", ss.Bytes())
+	}()
+	env.log.Info("rewinding", "feed", group.String(), "re-requests", rw.Addr().String())
 	var tick <-chan time.Time
 	if *stats > 0 {
 		t := time.NewTicker(*stats)

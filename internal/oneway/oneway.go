@@ -123,15 +123,17 @@ func (s Summary) String() string {
 	return fmt.Sprintf("p50 %s p99 %s p99.9 %s max %s", short(s.P50), short(s.P99), short(s.P999), short(s.Max))
 }
 
-// short formats d with 2-3 significant digits.
+// short formats d with 2-3 significant digits, at most 6 columns.
 func short(d time.Duration) string {
 	switch {
 	case d < time.Microsecond:
 		return fmt.Sprintf("%dns", d)
 	case d < time.Millisecond:
 		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
-	case d < time.Second:
+	case d < 10*time.Millisecond:
 		return fmt.Sprintf("%.1fms", float64(d)/1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.0fms", float64(d)/1e6)
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
 }
