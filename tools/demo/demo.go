@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				lat.Record(m.Data, now)
 				mu.Unlock()
 			},
-			OnLoss:    func(l subscriber.Loss) { chk.Skip(l.Stream, uint64(l.From), uint64(l.To-l.From)) },
+			OnLoss: func(l subscriber.Loss) { chk.Skip(l.Stream, uint64(l.From), uint64(l.To-l.From)) },
 		}
 		if rw != nil {
 			scfg.Retransmitter, scfg.RepairGroup = rw.Addr(), repair
