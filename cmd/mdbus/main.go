@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -79,6 +80,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		env.globals = g
 		env.log, err = newLogger(g, stderr)
+	}
+	if err == nil {
+		slog.SetDefault(env.log) // libraries that log to the default (subscriber) go through ours
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)

@@ -132,7 +132,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
-		Linger: *linger, Sinks: sinks,
+		Linger: *linger, Sinks: sinks, Logger: env.log,
 	})
 	if err != nil {
 		return err
