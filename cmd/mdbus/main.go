@@ -63,6 +63,16 @@ counters file removed, exit 0); a second signal exits at once.
 func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// Global flags may come before or after the command name.
+	g, rest, gerr := parseGlobals(args[1:])
+	if gerr != nil {
+		fmt.Fprintf(stderr, "mdbus: %v\n", gerr)
+		return 2
+	}
+	if len(rest) > 0 && rest[0] != "--" {
+		reexecArgs = args
+		args = append([]string{args[0]}, rest...)
+	}
 	if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" {
 		usage(stdout)
 		if len(args) < 2 {
@@ -76,11 +86,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	g, cmdArgs, err := parseGlobals(args[2:])
-	if err == nil {
-		env.globals = g
-		env.log, err = newLogger(g, stderr)
-	}
+	cmdArgs := args[2:]
+	env.globals = g
+	var err error
+	env.log, err = newLogger(g, stderr)
 	if err == nil {
 		slog.SetDefault(env.log) // libraries that log to the default (subscriber) go through ours
 	}
@@ -89,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if wantNetns(args[1], cmdArgs) && !netlab.Inside() {
-		code, err := netlab.Reexec(args, nil)
+		code, err := netlab.Reexec(reexecArgs, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "mdbus %s: --netns: %v\n", args[1], err)
 			return 1
@@ -148,6 +157,10 @@ func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
 		cancel()
 	}
 }
+
+// reexecArgs is the command line as given, globals included, for the
+// re-execution inside the lab.
+var reexecArgs = os.Args
 
 // errUsage marks errors in the command line: exit code 2.
 var errUsage = errors.New("usage")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +52,11 @@ func WritePrometheus(w io.Writer, s Snapshot) error {
 		if k := v.Kind.LabelKey(); k != "" {
 			fmt.Fprintf(&lb, `,%s=%q`, k, promLabel(v.Label))
 		}
-		f.samples = append(f.samples, sample{lb.String(), fmt.Sprint(v.Value)})
+		val := fmt.Sprint(v.Value)
+		if sc := kinds[v.Kind].scale; sc != 0 {
+			val = strconv.FormatFloat(float64(v.Value)*sc, 'g', -1, 64)
+		}
+		f.samples = append(f.samples, sample{lb.String(), val})
 	}
 	names := make([]string, 0, len(fams))
 	for n := range fams {

@@ -1,0 +1,376 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/tools/counters"
+	"github.com/stretchr/testify/require"
+)
+
+// The ops tests run the mdbus binary as separate processes, as an
+// operator would, and look at them from outside: counters files, mdbus
+// stat, --metrics, signals.
+
+// buildMdbus builds cmd/mdbus into dir.
+func buildMdbus(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "mdbus")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/mdbus/mdbus/cmd/mdbus")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// proc is a running mdbus process whose stderr (JSON logs) is kept.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	stdout bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func startMdbus(t *testing.T, bin, ctrDir, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, append([]string{"--log-format", "json", "--counters-dir", ctrDir}, args...)...)
+	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
+	p.cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", p.name, p.logs())
+		}
+	})
+	return p
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// records returns the JSON log records with message msg.
+func (p *proc) records(msg string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(p.logs()))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("%s did not exit within %v", p.name, d)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// metricsURL waits for the process to log where it serves metrics.
+func (p *proc) metricsURL(t *testing.T) string {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if rs := p.records("serving Prometheus metrics"); len(rs) > 0 {
+			return rs[0]["url"].(string)
+		}
+	}
+	t.Fatalf("%s: no metrics URL logged", p.name)
+	return ""
+}
+
+// snapshots reads every live counters file of dir, by role.
+func snapshots(t *testing.T, dir string) map[string]counters.Snapshot {
+	t.Helper()
+	es, err := counters.Scan(dir)
+	require.NoError(t, err)
+	out := map[string]counters.Snapshot{}
+	for _, e := range es {
+		if e.State != counters.Live {
+			continue
+		}
+		r, err := counters.Open(e.Path)
+		if err != nil {
+			continue // gone between the scan and the open
+		}
+		s, err := r.Snapshot()
+		r.Close()
+		require.NoError(t, err)
+		out[s.Role+"/"+fmt.Sprint(s.PID)] = s
+	}
+	return out
+}
+
+// value returns the value of kind (and label) owned by owner in s.
+func value(s counters.Snapshot, owner string, k counters.Kind, label string) (int64, bool) {
+	for _, v := range s.Values {
+		if v.Owner == owner && v.Kind == k && v.Label == label {
+			return v.Value, true
+		}
+	}
+	return 0, false
+}
+
+func mustValue(t *testing.T, s counters.Snapshot, owner string, k counters.Kind, label string) int64 {
+	t.Helper()
+	v, ok := value(s, owner, k, label)
+	require.True(t, ok, "%s has no %s{%s} of %s", s.Role, k.Name(), label, owner)
+	return v
+}
+
+func num(t *testing.T, rec map[string]any, key string) int64 {
+	t.Helper()
+	v, ok := rec[key].(float64)
+	require.True(t, ok, "summary has no number %q: %v", key, rec)
+	return int64(v)
+}
+
+// TestOpsCountersMatchSummaries is acceptance 1, 3 and 4 of issue 11: a
+// publisher, a rewinder and two subscribers (one losing 2% of datagrams)
+// run as separate mdbus processes; this process reads their counters
+// files while they run, scrapes --metrics of each role through promtool,
+// then SIGTERMs them: each exits 0 with a summary that matches its
+// counters, and no counters file is left. A SIGKILLed process leaves a
+// file that mdbus stat reports stale and removes.
+func TestOpsCountersMatchSummaries(t *testing.T) {
+	netlab.Require(t)
+	if testing.Short() {
+		t.Skip("builds and runs the mdbus binary")
+	}
+	tmp := t.TempDir()
+	bin := buildMdbus(t, tmp)
+	ctr := filepath.Join(tmp, "counters")
+	const group, listen = "239.192.77.1:31771", "127.0.0.1:31779"
+	n := scale(30000, 10000)
+	metrics := []string{"--metrics", "127.0.0.1:0"}
+
+	rw := startMdbus(t, bin, ctr, "rewind", append(metrics, "rewind", "--group", group, "--listen", listen, "--stats", "0")...)
+	subA := startMdbus(t, bin, ctr, "subA", append(metrics, "sub", "--group", group, "--stats", "1s", "--retransmit", listen, "--start", "1")...)
+	subB := startMdbus(t, bin, ctr, "subB", append(metrics, "sub", "--group", group, "--stats", "1s", "--retransmit", listen, "--start", "1",
+		"--loss", "0.02", "--impair-seed", "11")...)
+	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 3; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the three counters files did not appear")
+	}
+	rwURL, aURL, bURL := rw.metricsURL(t), subA.metricsURL(t), subB.metricsURL(t)
+	time.Sleep(200 * time.Millisecond) // the subscribers have joined before the first message
+	pub := startMdbus(t, bin, ctr, "pub", append(metrics, "pub", "--group", group, "--synthetic", "--count", fmt.Sprint(n),
+		"--rate", "20000", "--hold", "60s")...)
+	pubURL := pub.metricsURL(t)
+
+	// Read the counters while the processes run, until everything is
+	// delivered and has stayed put.
+	var last map[string]counters.Snapshot
+	midRun, stable := false, 0
+	deadline := time.Now().Add(60 * time.Second)
+	for stable < 5 {
+		require.True(t, time.Now().Before(deadline), "the run did not complete: %v", last)
+		time.Sleep(100 * time.Millisecond)
+		snaps := snapshots(t, ctr)
+		require.Len(t, snaps, 4)
+		done := true
+		for _, s := range snaps {
+			switch s.Role {
+			case "pub":
+				m := mustValue(t, s, "pub", counters.PubMessages, "")
+				midRun = midRun || (m > 0 && m < int64(n))
+				done = done && m == int64(n)
+			case "sub":
+				done = done && mustValue(t, s, "sub", counters.SubMessages, "") == int64(n)
+			case "rewind":
+				done = done && mustValue(t, s, "rewind", counters.CacheMessages, "") == int64(n)
+			}
+		}
+		if done && fmt.Sprint(valuesOf(snaps)) == fmt.Sprint(valuesOf(last)) {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = snaps
+	}
+	require.True(t, midRun, "the publisher's counters were read while it was sending")
+
+	// Prometheus: every role's endpoint passes promtool.
+	for role, url := range map[string]string{"pub": pubURL, "rewind": rwURL, "subA": aURL, "subB": bURL} {
+		body := scrape(t, url)
+		require.Contains(t, string(body), "mdbus_", role)
+		require.Contains(t, string(body), "go_goroutines", role)
+		promtoolCheck(t, role, body)
+	}
+
+	// SIGTERM: each exits 0 with its summary and removes its file.
+	for _, p := range []*proc{pub, subA, subB, rw} {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	}
+	for _, p := range []*proc{pub, subA, subB, rw} {
+		require.Equal(t, 0, p.wait(t, 20*time.Second), "%s exit code; stderr:\n%s", p.name, p.logs())
+		require.Len(t, p.records("summary"), 1, p.name)
+	}
+	left, err := filepath.Glob(filepath.Join(ctr, "*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "counters files left behind")
+
+	// The figures read from outside match the processes' own summaries.
+	for _, s := range last {
+		switch s.Role {
+		case "pub":
+			sum := pub.records("summary")[0]
+			require.Equal(t, int64(n), num(t, sum, "messages"))
+			for key, k := range map[string]counters.Kind{"messages": counters.PubMessages, "packets": counters.PubPackets,
+				"bytes": counters.PubBytes, "published": counters.PubPublished} {
+				require.Equal(t, num(t, sum, key), mustValue(t, s, "pub", k, ""), "pub %s", key)
+			}
+		case "rewind":
+			sum := rw.records("summary")[0]
+			for key, k := range map[string]counters.Kind{"cached": counters.CacheMessages, "cached_bytes": counters.CacheBytes} {
+				require.Equal(t, num(t, sum, key), mustValue(t, s, "rewind", k, ""), "rewind %s", key)
+			}
+			require.Equal(t, num(t, sum, "requests"), mustValue(t, s, "rewind", counters.RetrRequests, "received"))
+			require.Equal(t, num(t, sum, "answered"), mustValue(t, s, "rewind", counters.RetrRequests, "answered"))
+			require.Equal(t, num(t, sum, "feed_messages"), mustValue(t, s, "rewind-feed", counters.SubMessages, ""))
+			require.Positive(t, num(t, sum, "answered"), "the lossy subscriber's re-requests were answered")
+		case "sub":
+			p := subA
+			if s.PID == subB.cmd.Process.Pid {
+				p = subB
+			}
+			sum := p.records("summary")[0]
+			for key, k := range map[string]counters.Kind{"messages": counters.SubMessages, "bytes": counters.SubBytes,
+				"duplicates": counters.SubDuplicates, "gaps": counters.SubGaps, "naks": counters.SubNAKs,
+				"repairs": counters.SubRepairs, "recovered": counters.SubRecovered, "lost": counters.SubLost} {
+				require.Equal(t, num(t, sum, key), mustValue(t, s, "sub", k, ""), "%s %s", p.name, key)
+			}
+			require.Equal(t, int64(n), num(t, sum, "messages"))
+			require.Zero(t, num(t, sum, "lost"), p.name)
+			// One stream, its row agrees with the totals.
+			var streamMsgs int64
+			for _, v := range s.Values {
+				if v.Kind == counters.StreamMessages {
+					streamMsgs += v.Value
+					require.True(t, strings.HasPrefix(v.Owner, "sub/"), v.Owner)
+				}
+			}
+			require.Equal(t, int64(n), streamMsgs, "%s per-stream messages", p.name)
+			if p == subB {
+				require.Positive(t, num(t, sum, "gaps"), "subB loses 2%% and recovers")
+				require.Positive(t, num(t, sum, "recovered"))
+			} else {
+				require.Zero(t, num(t, sum, "gaps"), "subA loses nothing")
+			}
+			require.Positive(t, num(t, sum, "latency_count"), "%s measured one-way latency", p.name)
+		}
+	}
+
+	// SIGKILL leaves a file; mdbus stat reports it stale and removes it.
+	victim := startMdbus(t, bin, ctr, "victim", "sub", "--group", group, "--stats", "1s")
+	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 1; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the victim's counters file did not appear")
+	}
+	require.NoError(t, victim.cmd.Process.Kill())
+	victim.wait(t, 10*time.Second)
+	left, _ = filepath.Glob(filepath.Join(ctr, "*.ctr"))
+	require.Len(t, left, 1, "SIGKILL leaves the file")
+	out, err := exec.Command(bin, "stat", "--once", "--json", "--dir", ctr).Output()
+	require.NoError(t, err)
+	var view struct {
+		Processes []struct {
+			Path, State string
+			PID         int
+			Removed     bool
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &view), "%s", out)
+	require.Len(t, view.Processes, 1)
+	require.Equal(t, "stale", view.Processes[0].State)
+	require.Equal(t, victim.cmd.Process.Pid, view.Processes[0].PID)
+	require.True(t, view.Processes[0].Removed)
+	left, _ = filepath.Glob(filepath.Join(ctr, "*.ctr"))
+	require.Empty(t, left, "mdbus stat cleaned the stale file")
+}
+
+func valuesOf(snaps map[string]counters.Snapshot) map[string][]int64 {
+	out := map[string][]int64{}
+	for k, s := range snaps {
+		for _, v := range s.Values {
+			if v.Kind == counters.StreamProgressAge || v.Kind == counters.PubHeartbeats || v.Kind == counters.SubHeartbeats ||
+				v.Kind == counters.SubPackets || v.Kind == counters.SubDatagrams {
+				continue // they move with heartbeats and time while the session holds
+			}
+			out[k] = append(out[k], v.Value)
+		}
+	}
+	return out
+}
+
+func scrape(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return b
+}
+
+// promtoolCheck runs `promtool check metrics` (Debian package prometheus)
+// on text; without promtool it skips, or fails under CI=true.
+func promtoolCheck(t *testing.T, what string, text []byte) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool not found: apt-get install prometheus")
+		}
+		t.Logf("promtool not found (apt-get install prometheus): %s metrics not checked", what)
+		return
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(text)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "promtool on %s: %s", what, out)
+}
