@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 
 	"github.com/mdbus/mdbus/internal/logx"
 	"github.com/mdbus/mdbus/internal/netlab"
@@ -143,13 +144,23 @@ func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
 		case <-done:
 			return
 		}
-		select {
-		case <-ch:
-			runCleanup()
-			fmt.Fprintf(stderr, "mdbus %s: second signal: exiting at once\n", name)
-			os.Exit(1)
-		case <-done:
+		first := time.Now()
+		for {
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+			// Inside the lab (--netns) a Ctrl-C arrives twice: from the
+			// terminal and relayed by the parent. Only a signal well after
+			// the first is a second one.
+			if !netlab.Inside() || time.Since(first) > 250*time.Millisecond {
+				break
+			}
 		}
+		runCleanup()
+		fmt.Fprintf(stderr, "mdbus %s: second signal: exiting at once\n", name)
+		os.Exit(1)
 	}()
 	return ctx, func() {
 		signal.Stop(ch)
