@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -207,28 +208,53 @@ func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, du
 	return count, nil
 }
 
-func pubLines(ctx context.Context, pub *publisher.Publication, in *os.File) (int, error) {
-	// A signal closes the input, so a read blocked on a pipe or terminal
-	// returns and the session ends cleanly.
-	stop := context.AfterFunc(ctx, func() { in.Close() })
-	defer stop()
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), wire.MaxPayloadSize)
+func pubLines(ctx context.Context, pub *publisher.Publication, in io.Reader) (int, error) {
+	// A read of standard input cannot be interrupted (a blocking pipe or
+	// terminal ignores Close), so a reader goroutine hands lines over and
+	// a signal ends the session at once. At a signal the reader may stay
+	// blocked in read until the process exits, a few milliseconds later.
+	type line struct {
+		b   []byte
+		err error
+		end bool
+	}
+	lines := make(chan line, 256)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), wire.MaxPayloadSize)
+		for sc.Scan() {
+			select {
+			case lines <- line{b: bytes.Clone(sc.Bytes())}:
+			case <-quit:
+				return
+			}
+		}
+		select {
+		case lines <- line{err: sc.Err(), end: true}:
+		case <-quit:
+		}
+		close(lines)
+	}()
 	n := 0
-	for sc.Scan() {
-		if ctx.Err() != nil {
+	for {
+		select {
+		case <-ctx.Done():
 			return n, nil
+		case l, ok := <-lines:
+			switch {
+			case !ok:
+				return n, nil
+			case l.err != nil:
+				return n, fmt.Errorf("read stdin after line %d: %w", n, l.err)
+			case l.end:
+				return n, nil
+			}
+			if _, err := pub.Publish(l.b); err != nil {
+				return n, fmt.Errorf("line %d: %w (messages must fit one packet: shorten the line or raise --payload)", n+1, err)
+			}
+			n++
 		}
-		if _, err := pub.Publish(sc.Bytes()); err != nil {
-			return n, fmt.Errorf("line %d: %w", n+1, err)
-		}
-		n++
 	}
-	if err := sc.Err(); err != nil {
-		if ctx.Err() != nil {
-			return n, nil
-		}
-		return n, fmt.Errorf("read stdin after line %d: %w", n, err)
-	}
-	return n, nil
 }

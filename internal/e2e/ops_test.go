@@ -59,10 +59,23 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 func startMdbus(t *testing.T, bin, ctrDir, name string, args ...string) *proc {
 	t.Helper()
+	p := newMdbus(bin, ctrDir, name, args...)
+	p.start(t)
+	return p
+}
+
+// newMdbus prepares an mdbus process logging JSON, with its counters in
+// ctrDir.
+func newMdbus(bin, ctrDir, name string, args ...string) *proc {
 	p := &proc{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"--log-format", "json", "--counters-dir", ctrDir}, args...)...)
 	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
 	p.cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
+	return p
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
 	require.NoError(t, p.cmd.Start())
 	go func() {
 		p.err = p.cmd.Wait()
@@ -79,7 +92,12 @@ func startMdbus(t *testing.T, bin, ctrDir, name string, args ...string) *proc {
 			t.Logf("%s stderr:\n%s", p.name, p.logs())
 		}
 	})
-	return p
+}
+
+func (p *proc) out() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
 }
 
 func (p *proc) logs() string {
@@ -373,4 +391,68 @@ func promtoolCheck(t *testing.T, what string, text []byte) {
 	cmd.Stdin = bytes.NewReader(text)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "promtool on %s: %s", what, out)
+}
+
+// TestOpsSignalEveryCommand is acceptance 4 for the commands the first
+// test does not run: demo, impair, pub reading standard input, bench.
+// SIGTERM mid-run: exit 0, a summary, no counters file left.
+func TestOpsSignalEveryCommand(t *testing.T) {
+	netlab.Require(t)
+	if testing.Short() {
+		t.Skip("builds and runs the mdbus binary")
+	}
+	tmp := t.TempDir()
+	bin := buildMdbus(t, tmp)
+	ctr := filepath.Join(tmp, "counters")
+	hasFile := func(role string) bool {
+		for _, s := range snapshots(t, ctr) {
+			if s.Role == role {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		role    string
+		args    []string
+		summary func(p *proc) bool
+		ready   func(p *proc) bool
+	}{
+		{"demo", []string{"demo", "--netns=false", "--group", "239.192.79.1:31791", "--duration", "60s", "--rate", "20000", "--subscribers", "2"},
+			func(p *proc) bool { return strings.Contains(p.out(), "summary: sent") && strings.Contains(p.out(), "COMPLETE") },
+			func(p *proc) bool { return strings.Contains(p.out(), "t=") }},
+		{"impair", []string{"impair", "--in", "239.192.79.2:31792", "--out", "239.192.79.3:31793", "--duration", "60s"},
+			func(p *proc) bool { return len(p.records("summary")) == 1 },
+			func(p *proc) bool { return len(p.records("relaying")) == 1 }},
+		{"pub", []string{"pub", "--group", "239.192.79.4:31794"},
+			func(p *proc) bool {
+				r := p.records("summary")
+				return len(r) == 1 && r[0]["published"] == float64(0)
+			},
+			func(p *proc) bool { return len(p.records("publishing")) == 1 }},
+		{"bench", []string{"bench", "throughput", "--netns=false", "--systems", "mdbus", "--duration", "30s", "--out", tmp, "--rate", "20k"},
+			func(p *proc) bool { return strings.Contains(p.out(), "mdbus") },
+			func(p *proc) bool { time.Sleep(2 * time.Second); return true }},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			p := newMdbus(bin, ctr, tc.role, tc.args...)
+			if tc.role == "pub" { // standard input stays open: a blocked read must not delay the end
+				r, w, err := os.Pipe()
+				require.NoError(t, err)
+				defer w.Close()
+				defer r.Close()
+				p.cmd.Stdin = r
+			}
+			p.start(t)
+			for deadline := time.Now().Add(30 * time.Second); !tc.ready(p) || (tc.role != "bench" && !hasFile(tc.role)); time.Sleep(50 * time.Millisecond) {
+				require.True(t, time.Now().Before(deadline), "%s did not get going:\n%s\n%s", tc.role, p.logs(), p.out())
+			}
+			require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, p.wait(t, 30*time.Second), "exit code; stderr:\n%s", p.logs())
+			require.True(t, tc.summary(p), "no summary; stdout:\n%s\nstderr:\n%s", p.out(), p.logs())
+			require.False(t, hasFile(tc.role), "counters file left")
+		})
+	}
+	left, _ := filepath.Glob(filepath.Join(ctr, "*.ctr"))
+	require.Empty(t, left)
 }
