@@ -199,7 +199,7 @@ func TestStartTicks(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	for _, c := range []Config{{Slots: -1}, {Slots: MaxSlots + 1}, {Role: "a/b"}, {Role: strings.Repeat("r", 33)}} {
+	for _, c := range []Config{{Slots: -1}, {Slots: MaxSlots + 1}, {Role: "a/b"}, {Role: "a\x00"}, {Role: strings.Repeat("r", 33)}} {
 		_, err := Create(c)
 		require.Error(t, err, "%+v", c)
 	}

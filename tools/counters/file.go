@@ -66,8 +66,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Slots < 1 || c.Slots > MaxSlots:
 		return c, fmt.Errorf("counters: %d slots: want 1 to %d", c.Slots, MaxSlots)
-	case len(c.Role) > RoleLen || strings.ContainsAny(c.Role, "/-\x00"):
-		return c, fmt.Errorf("counters: role %q: want at most %d bytes, no '/', '-' or NUL", c.Role, RoleLen)
+	case len(c.Role) > RoleLen || strings.ContainsAny(c.Role, "/\x00"):
+		return c, fmt.Errorf("counters: role %q: want at most %d bytes, no '/' or NUL", c.Role, RoleLen)
 	}
 	return c, nil
 }
