@@ -419,7 +419,9 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 		ready   func(p *proc) bool
 	}{
 		{"demo", []string{"demo", "--netns=false", "--group", "239.192.79.1:31791", "--duration", "60s", "--rate", "20000", "--subscribers", "2"},
-			func(p *proc) bool { return strings.Contains(p.out(), "summary: sent") && strings.Contains(p.out(), "COMPLETE") },
+			func(p *proc) bool {
+				return strings.Contains(p.out(), "summary: sent") && strings.Contains(p.out(), "COMPLETE")
+			},
 			func(p *proc) bool { return strings.Contains(p.out(), "t=") }},
 		{"impair", []string{"impair", "--in", "239.192.79.2:31792", "--out", "239.192.79.3:31793", "--duration", "60s"},
 			func(p *proc) bool { return len(p.records("summary")) == 1 },
