@@ -1,5 +1,14 @@
 // Command mdbus is the one binary of the mdbus market-data bus: publish,
-// subscribe, run the demo, relay with impairment, rewind, benchmark.
+// subscribe, run the demo, relay with impairment, rewind, benchmark, and
+// look at the running processes (stat).
+//
+// Every long-running command keeps its counters in a file under
+// /dev/shm/mdbus that "mdbus stat" reads live (tools/counters), serves
+// them to Prometheus with --metrics ADDR, logs through log/slog
+// (--log-format, --log-level; repeated records rate limited by
+// internal/logx), and ends cleanly on SIGINT or SIGTERM: flush, end of
+// session, a final summary, counters file removed, exit 0. A second signal
+// exits at once.
 //
 // Run "mdbus help" for the subcommands and "mdbus CMD -h" for each one's
 // flags. Everything defaults to the loopback interface and TTL 0: no

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/logx"
+	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/counters"
 )
 
@@ -185,4 +186,49 @@ func newLogger(g globals, stderr io.Writer) (*slog.Logger, error) {
 		return nil, usageErr("%v", err)
 	}
 	return l, nil
+}
+
+// dropHints says what to do about each drop reason a subscriber counts.
+var dropHints = map[subscriber.DropReason]string{
+	subscriber.DropTruncatedDatagram: "a sender uses larger datagrams than the receive buffer: raise the subscriber's datagram size",
+	subscriber.DropWrongGroup:        "another group shares this port: give each feed its own port",
+	subscriber.DropWrongSource:       "another sender is on the group: check --source or find the sender",
+	subscriber.DropTooManyStreams:    "more publishers on the group than streams allowed: find the extra senders",
+	subscriber.DropSeqJump:           "a sender jumped far ahead: check for a restarted publisher reusing its session",
+	subscriber.DropReorderFull:       "the reorder buffer filled while a gap waited: check loss on the path and the retransmitter",
+	subscriber.DropUnknownRepair:     "repairs for a session nobody follows: check which retransmitter answers",
+}
+
+// watchDrops logs, once per interval, the datagrams s dropped since the
+// last look, by reason, with what to do: a storm of malformed packets is
+// one line per reason per interval with a count, never a line per packet.
+// It returns when ctx ends, after a last look.
+func watchDrops(ctx context.Context, who string, stats func() subscriber.Stats, every time.Duration) {
+	var last subscriber.Stats
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true // one last look, so the counts add up to the summary's
+		case <-t.C:
+		}
+		st := stats()
+		for r := range subscriber.NumDropReasons {
+			d := st.Drops[r] - last.Drops[r]
+			if d == 0 || r == subscriber.DropDuplicate || r == subscriber.DropStopped {
+				continue // duplicates are normal with repairs and A/B feeds
+			}
+			hint, ok := dropHints[r]
+			if !ok {
+				hint = "a sender on this group does not speak MoldUDP64 correctly: find it (tcpdump -X on the group) or move the feed to another group"
+			}
+			env.log.Warn("datagrams dropped", "who", who, "reason", r.String(), "count", d, "total", st.Drops[r], "fix", hint)
+		}
+		if d := st.KernelDrops - last.KernelDrops; d > 0 {
+			env.log.Warn("the kernel dropped datagrams: the receive buffer overflowed", "who", who, "count", d, "total", st.KernelDrops,
+				"fix", "raise --rcvbuf and net.core.rmem_max, or use --busy-poll; repairs cover what a retransmitter holds")
+		}
+		last = st
+	}
 }

@@ -62,6 +62,10 @@ their tail loss.`)
 	}
 	defer ops.Close()
 	counters.AttachRewinder(ops.Counters(), "rewind", rw)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchDrops(wctx, "rewind feed", rw.FeedStats, time.Second) }()
+	defer func() { stopWatch(); <-watched }()
 	defer func() {
 		cs, ss, fs := rw.Cache().Stats(), rw.ServerStats(), rw.FeedStats()
 		env.log.Info("summary", "feed_messages", fs.Messages, "feed_gaps", fs.Gaps, "feed_lost", fs.LostMessages,

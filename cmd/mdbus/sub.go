@@ -127,6 +127,10 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 	defer ops.Close()
 	counters.AttachSubscriber(ops.Counters(), "sub", s)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchDrops(wctx, "sub", s.Stats, time.Second) }()
+	defer func() { stopWatch(); <-watched }()
 	defer func() { // after the loop, before ops.Close and s.Close
 		st := s.Stats()
 		mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -457,4 +458,48 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 	}
 	left, _ := filepath.Glob(filepath.Join(ctr, "*.ctr"))
 	require.Empty(t, left)
+}
+
+// TestOpsMalformedStormIsOneLinePerInterval: thousands of garbage
+// datagrams on a subscriber's group give a log line per interval with a
+// count (and what to do), and the counts add up to the summary's.
+func TestOpsMalformedStormIsOneLinePerInterval(t *testing.T) {
+	netlab.Require(t)
+	if testing.Short() {
+		t.Skip("builds and runs the mdbus binary")
+	}
+	tmp := t.TempDir()
+	bin := buildMdbus(t, tmp)
+	ctr := filepath.Join(tmp, "counters")
+	const group = "239.192.81.1:31811"
+	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", group, "--stats", "1s")
+	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 1; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the subscriber did not start")
+	}
+	c, err := net.Dial("udp4", group)
+	require.NoError(t, err)
+	defer c.Close()
+	const n = 3000
+	for i := range n {
+		_, err := c.Write([]byte("hello"))
+		require.NoError(t, err)
+		if i%100 == 99 {
+			time.Sleep(50 * time.Millisecond) // ~1.5 s of storm, within the receive buffer
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, sub.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, sub.wait(t, 20*time.Second))
+	lines := sub.records("datagrams dropped")
+	require.NotEmpty(t, lines)
+	require.LessOrEqual(t, len(lines), 5, "one line per interval, not per packet")
+	var sum int64
+	for _, l := range lines {
+		require.Equal(t, "short-header", l["reason"])
+		require.NotEmpty(t, l["fix"])
+		sum += num(t, l, "count")
+	}
+	dropped := num(t, sub.records("summary")[0], "dropped")
+	require.Equal(t, dropped, sum)
+	require.Greater(t, dropped, int64(n/2))
 }
