@@ -133,6 +133,12 @@ func startOps(role string) (*roleOps, error) {
 	o := &roleOps{role: role}
 	var err error
 	o.ctr, err = counters.Create(counters.Config{Dir: env.countersDir, Role: role, Off: !env.counters})
+	if err != nil && env.counters {
+		// Observability must not stop the bus: keep the counters in memory
+		// (--metrics still works) and say how to get the file back.
+		env.log.Warn("no counters file: mdbus stat will not see this process", "err", err)
+		o.ctr, err = counters.Create(counters.Config{Role: role, Off: true})
+	}
 	if err != nil {
 		return nil, err
 	}

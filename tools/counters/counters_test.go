@@ -207,6 +207,14 @@ func TestConfigErrors(t *testing.T) {
 	require.ErrorContains(t, err, "--counters-dir")
 }
 
+func TestSharedDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shm", "mdbus")
+	create(t, Config{Dir: dir, Interval: -1})
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeDir|os.ModeSticky|0o777, fi.Mode(), "any user may add a file, none remove another's")
+}
+
 func TestOff(t *testing.T) {
 	f := create(t, Config{Off: true, Interval: -1})
 	require.Empty(t, f.Path())

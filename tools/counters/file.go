@@ -107,7 +107,7 @@ func Create(cfg Config) (*File, error) {
 	if cfg.Off {
 		f.mem = alignedBytes(size)
 	} else {
-		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		if err := mkdirShared(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("counters: %w (set another directory with --counters-dir, or turn counters off with --counters=false)", err)
 		}
 		f.path = filepath.Join(cfg.Dir, fmt.Sprintf("%s-%d%s", cfg.Role, os.Getpid(), Ext))
@@ -133,6 +133,19 @@ func Create(cfg Config) (*File, error) {
 		go f.sampleLoop()
 	}
 	return f, nil
+}
+
+// mkdirShared creates dir, if missing, writable by every user and sticky
+// like /tmp (and /dev/shm itself): the first mdbus to run on a host must
+// not lock the others out, and nobody may delete another's file.
+func mkdirShared(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o777|os.ModeSticky)
 }
 
 func (f *File) writeHeader() {
