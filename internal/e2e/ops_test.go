@@ -503,3 +503,31 @@ func TestOpsMalformedStormIsOneLinePerInterval(t *testing.T) {
 	require.Equal(t, dropped, sum)
 	require.Greater(t, dropped, int64(n/2))
 }
+
+// TestOpsSecondSignalExitsAtOnce: a demo whose subscribers lose every
+// datagram waits for them after the first SIGTERM; a second SIGTERM ends
+// it at once, exit 1, and still removes the counters file.
+func TestOpsSecondSignalExitsAtOnce(t *testing.T) {
+	netlab.Require(t)
+	if testing.Short() {
+		t.Skip("builds and runs the mdbus binary")
+	}
+	tmp := t.TempDir()
+	bin := buildMdbus(t, tmp)
+	ctr := filepath.Join(tmp, "counters")
+	p := startMdbus(t, bin, ctr, "demo", "demo", "--netns=false", "--group", "239.192.82.1:31821", "--duration", "60s",
+		"--rate", "5000", "--subscribers", "1", "--loss", "1", "--no-rewinder")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.out(), "t="); time.Sleep(50 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "demo did not get going:\n%s", p.logs())
+	}
+	require.Len(t, snapshots(t, ctr), 1)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	time.Sleep(500 * time.Millisecond) // past the lab's de-duplication of a relayed Ctrl-C
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	start := time.Now()
+	require.Equal(t, 1, p.wait(t, 10*time.Second))
+	require.Less(t, time.Since(start), 3*time.Second, "the second signal exits at once, not after the 5 s catch-up wait")
+	require.Contains(t, p.logs(), "second signal: exiting at once")
+	left, _ := filepath.Glob(filepath.Join(ctr, "*.ctr"))
+	require.Empty(t, left, "the counters file is removed even on the immediate exit")
+}
