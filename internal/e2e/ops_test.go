@@ -279,6 +279,7 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 		case "pub":
 			sum := pub.records("summary")[0]
 			require.Equal(t, int64(n), num(t, sum, "messages"))
+			t.Logf("pub: counters = summary: messages %d packets %d bytes %d", num(t, sum, "messages"), num(t, sum, "packets"), num(t, sum, "bytes"))
 			for key, k := range map[string]counters.Kind{"messages": counters.PubMessages, "packets": counters.PubPackets,
 				"bytes": counters.PubBytes, "published": counters.PubPublished} {
 				require.Equal(t, num(t, sum, key), mustValue(t, s, "pub", k, ""), "pub %s", key)
@@ -292,6 +293,7 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 			require.Equal(t, num(t, sum, "answered"), mustValue(t, s, "rewind", counters.RetrRequests, "answered"))
 			require.Equal(t, num(t, sum, "feed_messages"), mustValue(t, s, "rewind-feed", counters.SubMessages, ""))
 			require.Positive(t, num(t, sum, "answered"), "the lossy subscriber's re-requests were answered")
+			t.Logf("rewind: counters = summary: cached %d, requests %d, answered %d", num(t, sum, "cached"), num(t, sum, "requests"), num(t, sum, "answered"))
 		case "sub":
 			p := subA
 			if s.PID == subB.cmd.Process.Pid {
@@ -321,6 +323,9 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 				require.Zero(t, num(t, sum, "gaps"), "subA loses nothing")
 			}
 			require.Positive(t, num(t, sum, "latency_count"), "%s measured one-way latency", p.name)
+			t.Logf("%s: counters = summary: messages %d gaps %d naks %d recovered %d lost %d; one-way p50 %v p99 %v",
+				p.name, num(t, sum, "messages"), num(t, sum, "gaps"), num(t, sum, "naks"), num(t, sum, "recovered"), num(t, sum, "lost"),
+				time.Duration(num(t, sum, "latency_p50")), time.Duration(num(t, sum, "latency_p99")))
 		}
 	}
 
