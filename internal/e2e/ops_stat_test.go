@@ -101,3 +101,57 @@ func TestOpsStatInTmux(t *testing.T) {
 		require.Equal(t, 0, p.wait(t, 20*time.Second), p.name)
 	}
 }
+
+// TestOpsStatUnreadable: a counters file this user may not read (another
+// user's, mode 0600) is listed as unreadable with what to do, and left
+// alone. The reader runs in a nested user namespace, where root's
+// capabilities stop at files it does not own by mapping, so mode 000 is
+// enough to deny it as it would deny another user.
+func TestOpsStatUnreadable(t *testing.T) {
+	netlab.Require(t)
+	if testing.Short() {
+		t.Skip("builds and runs the mdbus binary")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("unshare (util-linux) not found")
+	}
+	tmp := t.TempDir()
+	bin := buildMdbus(t, tmp)
+	ctr := filepath.Join(tmp, "counters")
+	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", "239.192.78.2:31782", "--stats", "1s")
+	var path string
+	for deadline := time.Now().Add(20 * time.Second); path == ""; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "no counters file")
+		m, _ := filepath.Glob(filepath.Join(ctr, "*.ctr"))
+		if len(m) == 1 {
+			path = m[0]
+		}
+	}
+	require.NoError(t, os.Chmod(path, 0))
+	out, err := exec.Command(unshare, "-U", bin, "stat", "--once", "--json", "--dir", ctr).Output()
+	if err != nil {
+		t.Skipf("nested user namespace not available: %v", err)
+	}
+	var view struct {
+		Processes []struct {
+			State, Role, Error string
+			PID                int
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &view), "%s", out)
+	require.Len(t, view.Processes, 1)
+	p := view.Processes[0]
+	if p.State == "live" {
+		t.Skip("the nested namespace still reads the file (capabilities reach it here)")
+	}
+	require.Equal(t, "unreadable", p.State)
+	require.Equal(t, "sub", p.Role)
+	require.Equal(t, sub.cmd.Process.Pid, p.PID)
+	require.Contains(t, p.Error, "permission denied")
+	require.Contains(t, p.Error, "run mdbus stat as that user or root")
+	_, err = os.Stat(path)
+	require.NoError(t, err, "an unreadable file is not removed")
+	require.NoError(t, sub.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, sub.wait(t, 20*time.Second))
+}

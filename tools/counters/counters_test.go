@@ -254,3 +254,14 @@ func TestAttachStruct(t *testing.T) {
 	require.NoError(t, WritePrometheus(&b, f.Snapshot()))
 	require.Contains(t, b.String(), `mdbus_mdbus_messages_total{role="mdbus",owner="record"} 7`)
 }
+
+func TestNameParts(t *testing.T) {
+	for name, want := range map[string]struct {
+		role string
+		pid  int
+	}{"sub-12.ctr": {"sub", 12}, "statsd-relay-7.ctr": {"statsd-relay", 7}, "x.ctr": {}, "-3.ctr": {}, "a-b.ctr": {}, "a-0.ctr": {}} {
+		r, p := nameParts(name)
+		require.Equal(t, want.role, r, name)
+		require.Equal(t, want.pid, p, name)
+	}
+}

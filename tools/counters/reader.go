@@ -289,6 +289,7 @@ func Scan(dir string) ([]Entry, error) {
 		fd, err := os.Open(p)
 		if err != nil {
 			e.State, e.Err = Unreadable, err
+			e.Header.Role, e.Header.PID = nameParts(filepath.Base(p)) // all we can know
 			out = append(out, e)
 			continue
 		}
@@ -319,6 +320,21 @@ func Scan(dir string) ([]Entry, error) {
 		return out[i].Path < out[j].Path
 	})
 	return out, nil
+}
+
+// nameParts splits a file name "ROLE-PID.ctr"; zero values when it is
+// not one.
+func nameParts(name string) (role string, pid int) {
+	base := strings.TrimSuffix(name, Ext)
+	i := strings.LastIndexByte(base, '-')
+	if i <= 0 {
+		return "", 0
+	}
+	n, err := strconv.Atoi(base[i+1:])
+	if err != nil || n <= 0 {
+		return "", 0
+	}
+	return base[:i], n
 }
 
 // parseHeaderOnly checks a header without the slots that follow it.
