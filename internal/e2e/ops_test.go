@@ -400,7 +400,8 @@ func promtoolCheck(t *testing.T, what string, text []byte) {
 }
 
 // TestOpsSignalEveryCommand is acceptance 4 for the commands the first
-// test does not run: demo, impair, pub reading standard input, bench.
+// test does not run: demo, impair, pub reading standard input, the StatsD
+// relay and collector, bench.
 // SIGTERM mid-run: exit 0, a summary, no counters file left.
 func TestOpsSignalEveryCommand(t *testing.T) {
 	netlab.Require(t)
@@ -438,6 +439,12 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 				return len(r) == 1 && r[0]["published"] == float64(0)
 			},
 			func(p *proc) bool { return len(p.records("publishing")) == 1 }},
+		{"statsd-relay", []string{"statsd", "relay", "--listen", "127.0.0.1:18125", "--retransmit", "127.0.0.1:18126", "--group", "239.192.79.5:31795"},
+			func(p *proc) bool { return strings.Contains(p.logs(), "mdbus statsd relay: datagrams") },
+			func(p *proc) bool { return strings.Contains(p.logs(), "mdbus statsd relay: udp") }},
+		{"statsd-collect", []string{"statsd", "collect", "--retransmit", "127.0.0.1:18126", "--group", "239.192.79.5:31795"},
+			func(p *proc) bool { return strings.Contains(p.logs(), "mdbus statsd collect: bus messages") },
+			func(p *proc) bool { return strings.Contains(p.logs(), "mdbus statsd collect: 239") }},
 		{"bench", []string{"bench", "throughput", "--netns=false", "--systems", "mdbus", "--duration", "30s", "--out", tmp, "--rate", "20k"},
 			func(p *proc) bool { return strings.Contains(p.out(), "mdbus") },
 			func(p *proc) bool { time.Sleep(2 * time.Second); return true }},
