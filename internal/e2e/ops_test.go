@@ -543,3 +543,34 @@ func TestOpsSecondSignalExitsAtOnce(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(ctr, "*.ctr"))
 	require.Empty(t, left, "the counters file is removed even on the immediate exit")
 }
+
+// TestOpsMetricsOtherRoles: promtool passes on --metrics of the roles the
+// first test does not run (StatsD relay and collector, impair, demo),
+// whose counters come from AttachStruct and several owners in one file.
+func TestOpsMetricsOtherRoles(t *testing.T) {
+	netlab.Require(t)
+	if testing.Short() {
+		t.Skip("builds and runs the mdbus binary")
+	}
+	tmp := t.TempDir()
+	bin := buildMdbus(t, tmp)
+	ctr := filepath.Join(tmp, "counters")
+	m := []string{"--metrics", "127.0.0.1:0"}
+	procs := []*proc{
+		startMdbus(t, bin, ctr, "statsd-relay", append(m, "statsd", "relay", "--listen", "127.0.0.1:18225", "--retransmit", "127.0.0.1:18226", "--group", "239.192.83.1:31831")...),
+		startMdbus(t, bin, ctr, "statsd-collect", append(m, "statsd", "collect", "--retransmit", "127.0.0.1:18226", "--group", "239.192.83.1:31831")...),
+		startMdbus(t, bin, ctr, "impair", append(m, "impair", "--in", "239.192.83.2:31832", "--out", "239.192.83.3:31833")...),
+		startMdbus(t, bin, ctr, "demo", append(m, "demo", "--netns=false", "--group", "239.192.83.4:31834", "--duration", "60s", "--rate", "5000", "--subscribers", "1")...),
+	}
+	for _, p := range procs {
+		url := p.metricsURL(t)
+		time.Sleep(300 * time.Millisecond) // a few sampling passes
+		body := scrape(t, url)
+		require.Contains(t, string(body), "mdbus_", p.name)
+		promtoolCheck(t, p.name, body)
+	}
+	for _, p := range procs {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		require.Equal(t, 0, p.wait(t, 30*time.Second), p.name)
+	}
+}

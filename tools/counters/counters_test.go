@@ -253,6 +253,8 @@ func TestAttachStruct(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WritePrometheus(&b, f.Snapshot()))
 	require.Contains(t, b.String(), `mdbus_mdbus_messages_total{role="mdbus",owner="record"} 7`)
+	require.Contains(t, b.String(), `mdbus_mdbus_wait_seconds{role="mdbus",owner="record"} 0.001`)
+	promtoolCheck(t, b.Bytes())
 }
 
 func TestNameParts(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 // WritePrometheus writes s in the Prometheus text exposition format
 // (version 0.0.4): one family per kind, "mdbus_" + Kind.Name, with labels
 // role, owner, stream (per-stream counters) and the kind's label key.
-// Slots of KindCustom are named "mdbus_" + ROLE + "_" + their label.
+// Slots of KindCustom are named "mdbus_" + ROLE + "_" + their label; a
+// label ending in "_ns" (a duration) becomes "_seconds", in seconds.
 func WritePrometheus(w io.Writer, s Snapshot) error {
 	type sample struct{ labels, value string }
 	type family struct {
@@ -28,8 +29,12 @@ func WritePrometheus(w io.Writer, s Snapshot) error {
 	role := promName(s.Role)
 	for _, v := range s.Values {
 		name, help, typ := v.Kind.Name(), v.Kind.Help(), v.Type
+		scale := kinds[v.Kind].scale
 		if name == "" {
 			name, help = role+"_"+promName(v.Label), v.Label
+			if base, ok := strings.CutSuffix(name, "_ns"); ok { // a duration (AttachStruct): base unit seconds
+				name, scale = base+"_seconds", 1e-9
+			}
 			if typ == Counter && !strings.HasSuffix(name, "_total") {
 				name += "_total"
 			}
@@ -53,8 +58,8 @@ func WritePrometheus(w io.Writer, s Snapshot) error {
 			fmt.Fprintf(&lb, `,%s=%q`, k, promLabel(v.Label))
 		}
 		val := fmt.Sprint(v.Value)
-		if sc := kinds[v.Kind].scale; sc != 0 {
-			val = strconv.FormatFloat(float64(v.Value)*sc, 'g', -1, 64)
+		if scale != 0 {
+			val = strconv.FormatFloat(float64(v.Value)*scale, 'g', -1, 64)
 		}
 		f.samples = append(f.samples, sample{lb.String(), val})
 	}
