@@ -61,7 +61,9 @@ func BenchmarkOpsPublish(b *testing.B) {
 // BenchmarkOpsReceive publishes b.N 64-byte messages to a subscriber in
 // this process and waits for the last: ns/op is per delivered message,
 // with and without a counters file sampling the subscriber and its
-// streams.
+// streams. The publisher is paced at 2M messages/s (unpaced, the kernel
+// drops on a loaded machine), so 500 ns/op means the subscriber kept up;
+// more means sampling (or a neighbour) made it fall behind.
 func BenchmarkOpsReceive(b *testing.B) {
 	netlab.Require(b)
 	for i, m := range counterModes {
