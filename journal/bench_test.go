@@ -278,26 +278,32 @@ func BenchmarkRawRead(b *testing.B) {
 func BenchmarkCompressedRandomRead(b *testing.B) {
 	real, err := loadITCH("../wire/testdata/nasdaq-itch50-1000-messages.bin")
 	require.NoError(b, err)
+	synthNext := func() func([]byte, int) []byte {
+		g := synth.New(1)
+		return func(dst []byte, _ int) []byte { return g.Next(dst[:0]) }
+	}
 	for _, src := range []struct {
-		name string
-		n    int
-		next func(dst []byte, i int) []byte
+		name  string
+		n     int
+		block int
+		next  func() func(dst []byte, i int) []byte
 	}{
-		{"synth", 1_000_000, func() func([]byte, int) []byte {
-			g := synth.New(1)
-			return func(dst []byte, _ int) []byte { return g.Next(dst[:0]) }
-		}()},
-		{"itch-1000", len(real), func(dst []byte, i int) []byte { return append(dst[:0], real[i]...) }},
+		{"synth/block=64KiB", 1_000_000, 64 << 10, synthNext},
+		{"synth/block=16KiB", 1_000_000, 16 << 10, synthNext},
+		{"itch-1000/block=64KiB", len(real), 64 << 10, func() func([]byte, int) []byte {
+			return func(dst []byte, i int) []byte { return append(dst[:0], real[i]...) }
+		}},
 	} {
 		b.Run(src.name, func(b *testing.B) {
-			j := openJ(b, b.TempDir(), Config{Sync: SyncNone, SegmentBytes: 8 << 20})
+			next := src.next()
+			j := openJ(b, b.TempDir(), Config{Sync: SyncNone, SegmentBytes: 8 << 20, BlockBytes: src.block})
 			defer j.Close()
 			w, err := j.Create(testSession, testSource, 1)
 			require.NoError(b, err)
 			var msg []byte
 			t0 := time.Now().UnixNano()
 			for i := 0; i < src.n; i++ {
-				msg = src.next(msg, i)
+				msg = next(msg, i)
 				require.NoError(b, w.Append(w.Next(), t0+int64(i)*1000, msg))
 			}
 			require.NoError(b, w.End(w.Next()))
@@ -341,6 +347,7 @@ func BenchmarkCompressedRandomRead(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-benchCPU)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(raw)/float64(comp), "ratio")
 			b.ReportMetric(float64(raw), "raw-bytes")
 			b.ReportMetric(float64(comp), "zstd-bytes")

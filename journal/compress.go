@@ -95,7 +95,7 @@ func (j *Journal) decoder() (*zstd.Decoder, error) {
 	defer j.mu.Unlock()
 	if j.dec == nil {
 		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2),
-			zstd.WithDecoderMaxMemory(decoderMaxMemory), zstd.WithDecoderLowmem(true))
+			zstd.WithDecoderMaxMemory(decoderMaxMemory))
 		if err != nil {
 			return nil, fmt.Errorf("journal: zstd decoder: %w", err)
 		}

@@ -95,6 +95,15 @@
 // A read by sequence binary-searches the index and decompresses one block
 // (Config.BlockBytes uncompressed, default 64 KiB), not the segment.
 //
+// # Indexes
+//
+// Each uncompressed segment has a sparse in-memory index, one entry per
+// 16 KiB (sequence, offset, largest time before it): SeekSeq and SeekTime
+// binary-search the segments, then the index, then scan at most 16 KiB.
+// The writer builds the index as it appends; a sealed segment found on
+// disk is indexed by one scan on its first seek. Compressed segments carry
+// their block index in their footer.
+//
 // # Recovery and corruption
 //
 // Open scans the newest segment of every stream. A bad record (short,
@@ -143,6 +152,12 @@
 // methods) may be called from any goroutine and do not allocate in a
 // steady state. Journal.Close closes the writers and readers it handed out
 // and stops the background compressor; call it after their users stopped.
+//
+// One read-write Open of a directory at a time: it holds an flock on
+// DIR/LOCK (a second one fails with ErrLocked), because recovery cuts torn
+// tails and would cut another writer's records in flight. ReadOnly opens
+// take no lock and may run beside a writer in another process; they see
+// its newest partial record as a torn tail and cut nothing.
 //
 // # Retention and compression
 //

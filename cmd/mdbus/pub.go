@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -92,6 +93,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
 	stamp := fs.Bool("stamp", true, "with --synthetic: write the send time into each message's ITCH timestamp (sub --stats shows one-way latency)")
 	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
+	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,17 +132,38 @@ order-book messages at --rate until --count messages or --duration.`)
 		sinks = append(sinks, cache)
 		env.log.Info("answering re-requests", "addr", srv.Addr().String())
 	}
+	var pj *pubJournal
+	if j, err := jf.open(); err != nil || j != nil {
+		if err != nil {
+			return err
+		}
+		pj = &pubJournal{j: j}
+		sinks = append(sinks, pj)
+	}
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
 		Linger: *linger, Sinks: sinks, Logger: env.log,
 	})
 	if err != nil {
+		if pj != nil {
+			pj.j.Close()
+		}
 		return err
+	}
+	if pj != nil {
+		if err := pj.start(pub); err != nil {
+			pub.Close()
+			pj.finish(pub)
+			return err
+		}
 	}
 	ops, err := startOps("pub")
 	if err != nil {
 		pub.Close()
+		if pj != nil {
+			pj.finish(pub)
+		}
 		return err
 	}
 	defer ops.Close()
@@ -163,6 +186,9 @@ order-book messages at --rate until --count messages or --duration.`)
 		}
 	}
 	cerr := pub.Close() // flushes and sends end of session
+	if pj != nil {
+		cerr = errors.Join(cerr, pj.finish(pub))
+	}
 	st := pub.Stats()
 	attrs := []any{"session", pub.Session().String(), "published", sent, "messages", st.Messages, "packets", st.Packets,
 		"bytes", st.Bytes, "heartbeats", st.Heartbeats, "send_errors", st.SendErrors, "next_seq", uint64(pub.NextSeq())}

@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -39,10 +40,16 @@ const MaxStreams = 32
 // by name (per stream: "NAME/SESSION@SOURCE"). Streams that go away give
 // their slots back.
 func AttachSubscriber(f *File, name string, s *subscriber.Subscriber) {
-	attachSubscriber(f, name, s.Stats, s.Streams)
+	AttachSubscriberFuncs(f, name, s.Stats, s.Streams)
 }
 
-func attachSubscriber(f *File, name string, stats func() subscriber.Stats, streams func() []subscriber.StreamStats) {
+// AttachSubscriberFuncs is AttachSubscriber for a role that wraps its
+// subscriber (a resuming consumer, a rewinder): stats gives the totals,
+// streams the per-stream state (nil: totals only).
+func AttachSubscriberFuncs(f *File, name string, stats func() subscriber.Stats, streams func() []subscriber.StreamStats) {
+	if streams == nil {
+		streams = func() []subscriber.StreamStats { return nil }
+	}
 	sl := func(k Kind) *Slot { return f.Add(k, Free, "", name) }
 	dgrams, pkts, msgs, bytes := sl(SubDatagrams), sl(SubPackets), sl(SubMessages), sl(SubBytes)
 	dups, gaps, naks, repairs := sl(SubDuplicates), sl(SubGaps), sl(SubNAKs), sl(SubRepairs)
@@ -189,12 +196,21 @@ func AttachCache(f *File, name string, c *retransmit.Cache, sessions func() []wi
 	})
 }
 
-// AttachRewinder samples a rewinder: its feed subscriber (owner NAME-feed),
-// its server and its cache.
-func AttachRewinder(f *File, name string, rw *retransmit.Rewinder) {
-	attachSubscriber(f, name+"-feed", rw.FeedStats, func() []subscriber.StreamStats { return nil })
+// AttachRewinder samples a rewinder: its feed subscriber (owner
+// NAME-feed), its server and cache (NAME), and its journal writes
+// (NAME-journal, zero without a journal).
+func AttachRewinder(f *File, name string, rw *recorder.Rewinder) {
+	AttachSubscriberFuncs(f, name+"-feed", rw.FeedStats, nil)
 	AttachServer(f, name, rw.ServerStats)
 	AttachCache(f, name, rw.Cache(), nil)
+	AttachStruct(f, name+"-journal", func() any { ts, _ := rw.JournalStats(); return ts })
+}
+
+// AttachRecorder samples a recorder: its feed subscriber (NAME-feed) and
+// what it journaled (NAME).
+func AttachRecorder(f *File, name string, rec *recorder.Recorder) {
+	AttachSubscriberFuncs(f, name+"-feed", rec.FeedStats, nil)
+	AttachStruct(f, name, func() any { ts, _ := rec.Stats(); return ts })
 }
 
 // AttachStruct samples any role whose stats are a struct: stats returns
