@@ -33,7 +33,7 @@ func TestOpsStatInTmux(t *testing.T) {
 		t.Skip("tmux not found: apt-get install tmux")
 	}
 	tmp := t.TempDir()
-	bin := buildMdbus(t, tmp)
+	bin := buildMdbus(t) // from replay_cli_test.go
 	ctr := filepath.Join(tmp, "counters")
 	const group = "239.192.78.1:31781"
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", group, "--stats", "1s")
@@ -117,7 +117,7 @@ func TestOpsStatUnreadable(t *testing.T) {
 		t.Skip("unshare (util-linux) not found")
 	}
 	tmp := t.TempDir()
-	bin := buildMdbus(t, tmp)
+	bin := buildMdbus(t) // from replay_cli_test.go
 	ctr := filepath.Join(tmp, "counters")
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", "239.192.78.2:31782", "--stats", "1s")
 	var path string

@@ -26,16 +26,6 @@ import (
 // operator would, and look at them from outside: counters files, mdbus
 // stat, --metrics, signals.
 
-// buildMdbus builds cmd/mdbus into dir.
-func buildMdbus(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "mdbus")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/mdbus/mdbus/cmd/mdbus")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
-
 // proc is a running mdbus process whose stderr (JSON logs) is kept.
 type proc struct {
 	name   string
@@ -202,7 +192,7 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 		t.Skip("builds and runs the mdbus binary")
 	}
 	tmp := t.TempDir()
-	bin := buildMdbus(t, tmp)
+	bin := buildMdbus(t) // from replay_cli_test.go
 	ctr := filepath.Join(tmp, "counters")
 	const group, listen = "239.192.77.1:31771", "127.0.0.1:31779"
 	n := scale(30000, 10000)
@@ -409,7 +399,7 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 		t.Skip("builds and runs the mdbus binary")
 	}
 	tmp := t.TempDir()
-	bin := buildMdbus(t, tmp)
+	bin := buildMdbus(t) // from replay_cli_test.go
 	ctr := filepath.Join(tmp, "counters")
 	hasFile := func(role string) bool {
 		for _, s := range snapshots(t, ctr) {
@@ -481,7 +471,7 @@ func TestOpsMalformedStormIsOneLinePerInterval(t *testing.T) {
 		t.Skip("builds and runs the mdbus binary")
 	}
 	tmp := t.TempDir()
-	bin := buildMdbus(t, tmp)
+	bin := buildMdbus(t) // from replay_cli_test.go
 	ctr := filepath.Join(tmp, "counters")
 	const group = "239.192.81.1:31811"
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", group, "--stats", "1s")
@@ -525,7 +515,7 @@ func TestOpsSecondSignalExitsAtOnce(t *testing.T) {
 		t.Skip("builds and runs the mdbus binary")
 	}
 	tmp := t.TempDir()
-	bin := buildMdbus(t, tmp)
+	bin := buildMdbus(t) // from replay_cli_test.go
 	ctr := filepath.Join(tmp, "counters")
 	p := startMdbus(t, bin, ctr, "demo", "demo", "--netns=false", "--group", "239.192.82.1:31821", "--duration", "60s",
 		"--rate", "5000", "--subscribers", "1", "--loss", "1", "--no-rewinder")
@@ -553,7 +543,7 @@ func TestOpsMetricsOtherRoles(t *testing.T) {
 		t.Skip("builds and runs the mdbus binary")
 	}
 	tmp := t.TempDir()
-	bin := buildMdbus(t, tmp)
+	bin := buildMdbus(t) // from replay_cli_test.go
 	ctr := filepath.Join(tmp, "counters")
 	m := []string{"--metrics", "127.0.0.1:0"}
 	procs := []*proc{
