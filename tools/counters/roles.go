@@ -198,12 +198,17 @@ func AttachCache(f *File, name string, c *retransmit.Cache, sessions func() []wi
 
 // AttachRewinder samples a rewinder: its feed subscriber (owner
 // NAME-feed), its server and cache (NAME), and its journal writes
-// (NAME-journal, zero without a journal).
+// (NAME-journal, from the first write: none without a journal).
 func AttachRewinder(f *File, name string, rw *recorder.Rewinder) {
 	AttachSubscriberFuncs(f, name+"-feed", rw.FeedStats, nil)
 	AttachServer(f, name, rw.ServerStats)
 	AttachCache(f, name, rw.Cache(), nil)
-	AttachStruct(f, name+"-journal", func() any { ts, _ := rw.JournalStats(); return ts })
+	AttachStruct(f, name+"-journal", func() any {
+		if ts, _ := rw.JournalStats(); ts != (recorder.TapStats{}) {
+			return ts
+		}
+		return nil // no journal, or nothing journaled yet: no slots
+	})
 }
 
 // AttachRecorder samples a recorder: its feed subscriber (NAME-feed) and
@@ -214,7 +219,7 @@ func AttachRecorder(f *File, name string, rec *recorder.Recorder) {
 }
 
 // AttachStruct samples any role whose stats are a struct: stats returns
-// the struct (or a pointer to one) and every integer or time.Duration
+// the struct (or a pointer to one; nil: nothing this pass) and every integer or time.Duration
 // field, nested structs included, gets a KindCustom slot labelled with
 // its snake_case path (unsigned integers are counters, signed ones and
 // durations gauges; durations in nanoseconds with a "_ns" suffix). It is
