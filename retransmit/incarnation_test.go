@@ -1,0 +1,217 @@
+package retransmit
+
+import (
+	"bytes"
+	"github.com/mdbus/mdbus/internal/monotime"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// seededPackets encodes n messages of session s from sequence 1, their
+// bytes drawn from seed, into full packets, and returns the packets and
+// the messages by sequence (index 0 unused).
+func seededPackets(s wire.Session, n int, seed uint64) ([][]byte, [][]byte) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	msgs := make([][]byte, n+1)
+	for q := 1; q <= n; q++ {
+		m := make([]byte, 8+rng.IntN(100))
+		for i := range m {
+			m[i] = byte(rng.Uint32())
+		}
+		msgs[q] = m
+	}
+	var pkts [][]byte
+	var enc wire.Encoder
+	for q := 1; q <= n; {
+		enc.Reset(nil, s, wire.Seq(q), wire.DefaultPayloadSizeIPv4)
+		for q <= n && enc.Add(msgs[q]) == nil {
+			q++
+		}
+		pkts = append(pkts, bytes.Clone(enc.Bytes()))
+	}
+	return pkts, msgs
+}
+
+// requireNotStale asserts that every message of s the cache returns is
+// run's message of that sequence.
+func requireNotStale(t *testing.T, c *Cache, s wire.Session, run [][]byte) {
+	t.Helper()
+	for q := 1; q < len(run); q++ {
+		got, ok := c.AppendMessage(nil, s, wire.Seq(q))
+		if !ok {
+			continue
+		}
+		require.Equal(t, run[q], got, "sequence %d served another incarnation's bytes", q)
+	}
+	// The same through whole packets, as the Server builds them.
+	for q := wire.Seq(1); q < wire.Seq(len(run)); q++ {
+		pkt, n, err := c.AppendPacket(nil, s, q, 1024, wire.DefaultPayloadSizeIPv4)
+		require.NoError(t, err)
+		if n == 0 {
+			continue
+		}
+		p, err := wire.ParsePacket(pkt)
+		require.NoError(t, err)
+		for it := p.Messages(); ; {
+			msg, seq, ok := it.Next()
+			if !ok {
+				break
+			}
+			require.Equal(t, run[seq], msg, "packet from %d: sequence %d is stale", q, seq)
+		}
+	}
+}
+
+// TestCacheReusedSessionName: a publisher restarted under the same session
+// name (run 2, other seed) must never have run 1's bytes served for run 2's
+// sequences. Its Sink sees its packets in order, so a sequence that goes
+// down is a new incarnation.
+func TestCacheReusedSessionName(t *testing.T) {
+	s := mustSession(t, "REUSED0001")
+	c := NewCache(CacheConfig{})
+	run1, _ := seededPackets(s, 5000, 1)
+	run2, msgs2 := seededPackets(s, 3000, 2)
+	for _, p := range run1 {
+		c.SentPacket(p)
+	}
+	for _, p := range run2 {
+		c.SentPacket(p)
+	}
+	requireNotStale(t, c, s, msgs2)
+	first, next, ok := c.Bounds(s)
+	require.True(t, ok)
+	require.Equal(t, wire.Seq(1), first)
+	require.Equal(t, wire.Seq(3001), next, "run 2 is held whole; run 1's tail is not")
+	require.EqualValues(t, 1, c.Stats().Incarnations)
+
+	t.Run("mid-run restart", func(t *testing.T) {
+		// Run 3 crashes after 1000 messages of its own; run 4 starts
+		// again at 1 and stays shorter than run 3.
+		c := NewCache(CacheConfig{})
+		run3, _ := seededPackets(s, 1000, 3)
+		run4, msgs4 := seededPackets(s, 400, 4)
+		for _, p := range run3 {
+			c.SentPacket(p)
+		}
+		for _, p := range run4 {
+			c.SentPacket(p)
+		}
+		requireNotStale(t, c, s, msgs4)
+		_, next, _ := c.Bounds(s)
+		require.Equal(t, wire.Seq(401), next)
+	})
+	t.Run("same packet twice is a duplicate", func(t *testing.T) {
+		c := NewCache(CacheConfig{})
+		run, msgs := seededPackets(s, 1000, 5)
+		for _, p := range run {
+			c.SentPacket(p)
+		}
+		c.SentPacket(run[3])
+		requireNotStale(t, c, s, msgs)
+		st := c.Stats()
+		require.Zero(t, st.Incarnations)
+		require.NotZero(t, st.Duplicates)
+		_, next, _ := c.Bounds(s)
+		require.Equal(t, wire.Seq(1001), next)
+	})
+	t.Run("Restart through Add", func(t *testing.T) {
+		// The rewinder's path: the role that sees the incarnation change
+		// (a subscriber) says so before adding the new run.
+		c := NewCache(CacheConfig{})
+		_, msgs1 := seededPackets(s, 2000, 6)
+		_, msgs2 := seededPackets(s, 800, 7)
+		for q := 1; q < len(msgs1); q++ {
+			c.Add(s, wire.Seq(q), msgs1[q])
+		}
+		c.Restart(s, 1)
+		first, next, ok := c.Bounds(s)
+		require.True(t, ok)
+		require.Equal(t, first, next, "nothing of the new run yet")
+		requireNotStale(t, c, s, msgs2)
+		for q := 1; q < len(msgs2); q++ {
+			c.Add(s, wire.Seq(q), msgs2[q])
+		}
+		requireNotStale(t, c, s, msgs2)
+		first, next, _ = c.Bounds(s)
+		require.Equal(t, wire.Seq(1), first)
+		require.Equal(t, wire.Seq(801), next)
+	})
+}
+
+// TestCacheHoleKeepsHistory: a jump over lost messages keeps what was held
+// before it; only the hole is unanswerable.
+func TestCacheHoleKeepsHistory(t *testing.T) {
+	s := mustSession(t, "HOLES")
+	c := NewCache(CacheConfig{})
+	fill(c, s, 1, 101, 100)
+	fill(c, s, 110, 201, 100)             // a small hole: [101, 110)
+	fill(c, s, 1_000_000, 1_000_050, 100) // a far jump: a new range
+	first, next, ok := c.Bounds(s)
+	require.True(t, ok)
+	require.Equal(t, wire.Seq(1), first)
+	require.Equal(t, wire.Seq(1_000_050), next)
+	for _, r := range [][2]wire.Seq{{1, 101}, {110, 201}, {1_000_000, 1_000_050}} {
+		for q := r[0]; q < r[1]; q++ {
+			got, ok := c.AppendMessage(nil, s, q)
+			require.True(t, ok, "seq %d", q)
+			require.Equal(t, testMsg(q, 100), got)
+		}
+	}
+	for _, q := range []wire.Seq{101, 105, 109, 201, 5000, 999_999, 1_000_050} {
+		_, ok := c.AppendMessage(nil, s, q)
+		require.False(t, ok, "seq %d is not held", q)
+	}
+	// A packet stops at a hole.
+	pkt, n, err := c.AppendPacket(nil, s, 95, 1024, wire.MaxPayloadSize)
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	require.NotEmpty(t, pkt)
+	_, n, _ = c.AppendPacket(nil, s, 105, 1024, wire.MaxPayloadSize)
+	require.Zero(t, n)
+	// NextHeld skips holes.
+	for _, tc := range []struct{ from, want wire.Seq }{{1, 1}, {101, 110}, {109, 110}, {201, 1_000_000}, {1_000_049, 1_000_049}} {
+		got, ok := c.NextHeld(s, tc.from)
+		require.True(t, ok, "from %d", tc.from)
+		require.Equal(t, tc.want, got, "from %d", tc.from)
+	}
+	_, ok = c.NextHeld(s, 1_000_050)
+	require.False(t, ok)
+	require.Zero(t, c.Stats().Incarnations)
+}
+
+// TestHandlerSkipsHoles: an answer crosses a hole of the cache and goes on
+// with what is held after it, and never sends a sequence of the hole.
+func TestHandlerSkipsHoles(t *testing.T) {
+	s := mustSession(t, "HOLES")
+	c := NewCache(CacheConfig{})
+	fill(c, s, 1, 51, 80)
+	fill(c, s, 60, 101, 80)
+	h, uni, _, st := testHandler(t, ServerConfig{Sources: []Source{c}, MaxPerRequest: 1000, MaxRequestBytes: 1 << 20})
+	h.handle(monotime.Now(), request(s, 40, 40), false, netip.MustParseAddrPort("127.0.0.1:9"))
+	h.flush()
+	var got []wire.Seq
+	for _, p := range uni.sent {
+		pkt, err := wire.ParsePacket(p.pkt)
+		require.NoError(t, err)
+		for it := pkt.Messages(); ; {
+			msg, seq, ok := it.Next()
+			if !ok {
+				break
+			}
+			require.Equal(t, testMsg(seq, 80), msg)
+			got = append(got, seq)
+		}
+	}
+	var want []wire.Seq
+	for q := wire.Seq(40); q < 80; q++ {
+		if q < 51 || q >= 60 {
+			want = append(want, q)
+		}
+	}
+	require.Equal(t, want, got)
+	require.EqualValues(t, 1, st.snapshot().Partial)
+}
