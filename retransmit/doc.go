@@ -121,7 +121,9 @@
 // # Anti-amplification
 //
 //   - an answer is at most min(MaxPerRequest messages, MaxRequestBytes,
-//     the requester's bucket) for one 20-byte request;
+//     the requester's bucket) for one 20-byte request; by default one
+//     packet, as a MoldUDP64 server's (at most about 74 bytes out per byte
+//     in), and a requester asks again for the rest of a long gap;
 //   - one source address (IPv6: one /64) receives at most RequesterRateBytes×(T+Burst)
 //     bytes in T (unless its bucket is evicted from the table by more
 //     than MaxRequesters other sources, which the global bucket bounds);

@@ -20,7 +20,6 @@ const (
 	DefaultInterface          = "lo"
 	DefaultCoalesceWindow     = 2 * time.Millisecond
 	DefaultMaxPerRequest      = 1024
-	DefaultMaxRequestBytes    = 256 << 10
 	DefaultRateBytes          = 100e6 // bytes per second
 	DefaultRequesterRateBytes = 20e6  // bytes per second
 	DefaultBurst              = 10 * time.Millisecond
@@ -71,7 +70,12 @@ type ServerConfig struct {
 	// wire.MaxCount.
 	MaxPerRequest int
 	// MaxRequestBytes caps the bytes (whole packets, UDP payload) sent for
-	// one request. Default 256 KiB, at least one packet.
+	// one request. Default: one packet, as a MoldUDP64 server answers a
+	// request with at most one packet, so that a 20-byte request buys at
+	// most one payload (about 74 times its size); the requester asks again
+	// for the rest (nak does at once). Larger values answer a long gap in
+	// fewer round trips at the price of that ratio: set them only for
+	// requesters you trust (Allow).
 	MaxRequestBytes int
 	// RateBytes is the total repair bandwidth in bytes per second (UDP
 	// payload, unicast and multicast together). Default 100e6.
@@ -141,9 +145,7 @@ func (c ServerConfig) normalize() (ServerConfig, error) {
 		c.MaxPerRequest = DefaultMaxPerRequest
 	}
 	c.MaxPerRequest = min(c.MaxPerRequest, wire.MaxCount)
-	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = DefaultMaxRequestBytes
-	}
+	c.MaxRequestBytes = max(c.MaxRequestBytes, 0) // newHandler raises it to one packet
 	if c.RateBytes <= 0 {
 		c.RateBytes = DefaultRateBytes
 	}
