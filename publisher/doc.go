@@ -55,7 +55,11 @@
 //
 // When nothing has been sent for HeartbeatInterval (default 1 s), the
 // sender sends a heartbeat. Close publishes what is pending, then the end
-// of session.
+// of session, and repeats it for Config.Grace (by default 1 s when there
+// are Sinks) before it returns: a subscriber that lost the last packets
+// learns of it only from an end of session or heartbeat, and needs the
+// retransmit server fed by the Sinks to be up while it asks, so close that
+// server after the Publication.
 //
 // # Inline sends
 //
@@ -114,8 +118,8 @@
 // A Publication is safe for concurrent use. Concurrent Publish calls are
 // serialized; each returns its own sequence, and a PublishBatch's
 // sequences are contiguous. Sinks are called by one goroutine at a time.
-// Close stops the sending goroutine and waits for it; calling it twice is
-// safe, and other calls afterwards return ErrClosed.
+// Close stops the sending goroutine and waits for it; a second Close waits
+// for the first and returns ErrClosed, as other calls afterwards do.
 //
 // # Buffer lifetime
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mdbus/mdbus/publisher"
@@ -87,6 +88,8 @@ order-book messages at --rate until --count messages or --duration.`)
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
 	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
+	allow := fs.String("allow", "", "with --retransmit: networks re-requests are accepted from, CIDR,... (default: anyone)")
+	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit, else none; negative: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,20 +113,24 @@ order-book messages at --rate until --count messages or --duration.`)
 		if err != nil {
 			return err
 		}
-		cache := retransmit.NewCache(retransmit.CacheConfig{})
-		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
-			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl})
+		nets, err := parseAllow(*allow)
 		if err != nil {
 			return err
 		}
-		defer srv.Close()
+		cache := retransmit.NewCache(retransmit.CacheConfig{})
+		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
+			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl, Allow: nets})
+		if err != nil {
+			return err
+		}
+		defer srv.Close() // after pub.Close and its grace: re-requests for the tail are answered
 		sinks = append(sinks, cache)
 		fmt.Fprintf(os.Stderr, "mdbus pub: re-requests on %s\n", srv.Addr())
 	}
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
-		Linger: *linger, Sinks: sinks,
+		Linger: *linger, Sinks: sinks, Grace: *grace,
 	})
 	if err != nil {
 		return err
@@ -142,6 +149,28 @@ order-book messages at --rate until --count messages or --duration.`)
 		return err
 	}
 	return cerr
+}
+
+// parseAllow parses an --allow list of networks (CIDR), separated by
+// commas; a bare address is its own network.
+func parseAllow(val string) ([]netip.Prefix, error) {
+	var nets []netip.Prefix
+	for _, f := range strings.Split(val, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, usageErr("--allow %q: want networks like 10.0.0.0/8,192.168.1.7/32,fd00::/8", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		nets = append(nets, p.Masked())
+	}
+	return nets, nil
 }
 
 func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, seed uint64) (int, error) {

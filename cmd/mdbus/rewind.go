@@ -29,6 +29,7 @@ their tail loss.`)
 	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
+	allow := fs.String("allow", "", "networks re-requests are accepted from, CIDR,... (default: anyone)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,10 +48,14 @@ their tail loss.`)
 	if err != nil {
 		return err
 	}
+	nets, err := parseAllow(*allow)
+	if err != nil {
+		return err
+	}
 	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
 		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
-		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate},
+		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate, Allow: nets},
 	})
 	if err != nil {
 		return err
