@@ -139,7 +139,10 @@
 // taken once per packet they build, so a writer waits at most for one
 // packet's copy. A Server's methods are safe for concurrent use; its state
 // (buckets, tables, send buffers) is owned by its goroutine, and Stats reads
-// atomic counters. Close stops the goroutine, closes the sockets and waits;
+// atomic counters. A failed read of the request socket is latched (Err,
+// ServerStats.ReadErrors) and retried with a backoff; a socket closed
+// under the server stops it (ServerStats.Stopped), and Close returns the
+// latched error. Close stops the goroutine, closes the sockets and waits;
 // a second Close returns ErrClosed.
 //
 // # Buffers

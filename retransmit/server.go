@@ -218,18 +218,19 @@ func newHandler(cfg ServerConfig, conn, mconn sock.PacketConn, st *counters, onE
 // Server answers MoldUDP64 re-requests from its Sources; see the package
 // documentation for its rules. Its methods are safe for concurrent use.
 type Server struct {
-	conn   sock.PacketConn
-	mconn  sock.PacketConn // nil without a repair group
-	addr   netip.AddrPort
-	h      *handler
-	st     counters
-	log    *slog.Logger
-	quit   chan struct{}
-	done   chan struct{}
-	closed atomic.Bool
-	mu     sync.Mutex
-	err    error // first unexpected socket error, returned by Close
-	logged atomic.Uint32
+	conn    sock.PacketConn
+	mconn   sock.PacketConn // nil without a repair group
+	addr    netip.AddrPort
+	h       *handler
+	st      counters
+	log     *slog.Logger
+	quit    chan struct{}
+	done    chan struct{}
+	closed  atomic.Bool
+	stopped atomic.Bool // the serving goroutine ended before Close
+	mu      sync.Mutex
+	err     error // first unexpected socket error, returned by Err and Close
+	logged  atomic.Uint32
 }
 
 // NewServer opens the request socket (and the repair-group socket when
@@ -294,7 +295,11 @@ func (s *Server) serve() {
 				continue
 			}
 			if errors.Is(err, net.ErrClosed) {
-				s.latch(err)
+				// Closed under the server, not by Close: nothing more
+				// can be read, so the server has stopped serving.
+				s.st.readErrors.Add(1)
+				s.latch(fmt.Errorf("retransmit: request socket closed, no longer serving: %w", err))
+				s.stopped.Store(true)
 				return
 			}
 			s.st.readErrors.Add(1)
@@ -333,9 +338,20 @@ func (s *Server) latch(err error) {
 	}
 }
 
+// Err returns the first unexpected error reading the request socket, nil
+// while there was none. A transient error is retried (ServerStats.ReadErrors
+// counts them); a socket closed under the server stops it
+// (ServerStats.Stopped). Poll it, or ServerStats, to learn that re-requests
+// are no longer being answered before Close reports it.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // Close stops the serving goroutine, closes the sockets and waits. It
-// returns the first unexpected socket error, if any; later calls return
-// ErrClosed.
+// returns the first unexpected socket error, if any (Err); later calls
+// return ErrClosed.
 func (s *Server) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
@@ -348,7 +364,7 @@ func (s *Server) Close() error {
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil && !errors.Is(s.err, net.ErrClosed) {
+	if s.err != nil {
 		err = errors.Join(err, s.err)
 	}
 	if err != nil {
@@ -402,13 +418,20 @@ type ServerStats struct {
 	// reads of the request socket; KernelDrops requests the kernel dropped
 	// for want of receive buffer (SO_RXQ_OVFL).
 	SendErrors, ReadErrors, KernelDrops uint64
+	// Stopped reports that the server no longer reads requests although
+	// Close was not called (its socket failed for good); Err says why.
+	Stopped bool
 }
 
 // Bytes is the total of repair bytes sent.
 func (s ServerStats) Bytes() uint64 { return s.UnicastBytes + s.MulticastBytes }
 
 // Stats returns the server's counters.
-func (s *Server) Stats() ServerStats { return s.st.snapshot() }
+func (s *Server) Stats() ServerStats {
+	st := s.st.snapshot()
+	st.Stopped = s.stopped.Load()
+	return st
+}
 
 func (c *counters) snapshot() ServerStats {
 	r := func(x Reason) uint64 { return c.refused[x].Load() }
