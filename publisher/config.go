@@ -177,7 +177,9 @@ type settings struct {
 	endEvery time.Duration
 }
 
-func (c Config) settle() (settings, error) {
+// withDefaults validates c and returns it with defaults applied, or an
+// error naming the first invalid field.
+func (c Config) withDefaults() (settings, error) {
 	s := settings{Config: c}
 	g := c.Group
 	if !g.IsValid() || !g.Addr().IsValid() {

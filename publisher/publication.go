@@ -120,7 +120,7 @@ type Stats struct {
 // New opens a Publication as cfg describes and starts its sending
 // goroutine. Close it when done.
 func New(cfg Config) (*Publication, error) {
-	s, err := cfg.settle()
+	s, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}

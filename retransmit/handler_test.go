@@ -58,7 +58,7 @@ func testHandler(t testing.TB, cfg ServerConfig) (*handler, *fakeConn, *fakeConn
 	if !cfg.Listen.IsValid() {
 		cfg.Listen = netip.MustParseAddrPort("127.0.0.1:1")
 	}
-	cfg, err := cfg.normalize()
+	cfg, err := cfg.withDefaults()
 	require.NoError(t, err)
 	uni, multi := &fakeConn{keep: true}, &fakeConn{keep: true}
 	var mc sock.PacketConn

@@ -109,7 +109,9 @@ type ServerConfig struct {
 	Logger *slog.Logger
 }
 
-func (c ServerConfig) normalize() (ServerConfig, error) {
+// withDefaults returns c with defaults applied, or an error naming the
+// first invalid field (matching ErrConfig).
+func (c ServerConfig) withDefaults() (ServerConfig, error) {
 	if !c.Listen.IsValid() {
 		return c, fmt.Errorf("%w: Listen %v is not a valid address and port", ErrConfig, c.Listen)
 	}
@@ -236,7 +238,7 @@ type Server struct {
 // NewServer opens the request socket (and the repair-group socket when
 // RepairGroup is set) and starts the serving goroutine; Close stops it.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	cfg, err := cfg.normalize()
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
