@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -119,7 +119,7 @@ type Config struct {
 	Grace time.Duration
 	// Wrap, when set, wraps the socket, for example with the impairment
 	// layer in tests. Closing the wrapped PacketConn must close the socket.
-	Wrap func(sock.PacketConn) sock.PacketConn
+	Wrap func(packetconn.PacketConn) packetconn.PacketConn
 	// Logger receives rare events (send errors). Default: discard.
 	Logger *slog.Logger
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -103,7 +104,7 @@ type ServerConfig struct {
 	// Wrap, when set, wraps the sockets (request socket and repair-group
 	// socket), for example with the impairment layer or a byte counter in
 	// tests. Closing the wrapped PacketConn must close the socket.
-	Wrap func(sock.PacketConn) sock.PacketConn
+	Wrap func(packetconn.PacketConn) packetconn.PacketConn
 	// Logger receives rare events (start, socket errors). Default:
 	// discard.
 	Logger *slog.Logger
