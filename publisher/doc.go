@@ -32,7 +32,11 @@
 //
 // A heartbeat (count 0) carries the next sequence to be sent, so a
 // subscriber that missed the tail of a burst learns of the gap; the end of
-// session (count 0xFFFF) does too. A restarted publisher is a new session.
+// session (count 0xFFFF) does too. A restarted publisher is a new session;
+// give it a new Session name (the default, a random one, does), since
+// re-requests carry only the name: a retransmit cache drops what it held
+// under a name whose sequence starts again, but a subscriber still
+// repairing the previous run cannot tell the runs apart by name alone.
 //
 // # How messages travel
 //

@@ -79,7 +79,8 @@ func (c CacheConfig) withDefaults() CacheConfig {
 // Messages, Bytes and Sessions, which describe the cache now.
 type CacheStats struct {
 	// Messages is the number of messages held, including those of
-	// restarted or evicted sessions whose room is not reclaimed yet.
+	// dropped ranges, incarnations and evicted sessions whose room is not
+	// reclaimed yet.
 	Messages uint64
 	// Bytes is the part of the byte chunks in use (message bytes plus the
 	// unused tails of chunks skipped where a message would not fit).
