@@ -67,10 +67,12 @@ type Config struct {
 	// Continue: when repairs fill the front of a range already asked for
 	// and leave the rest missing (a MoldUDP64 server answers a request with
 	// at most one packet), the rest is asked for once no repair of it has
-	// come for Continue, instead of waiting out the retry interval: the
-	// answer was partial, not lost. Default DefaultContinue (1 ms), long
-	// enough for the packets of a larger answer, sent back to back, to
-	// arrive.
+	// come for Continue plus a delay drawn as for a new gap (so that the
+	// receivers of a multicast repair suppress each other's requests for
+	// the rest, as for the first NAK), instead of waiting out the retry
+	// interval: the answer was partial, not lost. Default DefaultContinue
+	// (1 ms), long enough for the packets of a larger answer, sent back to
+	// back, to arrive.
 	Continue time.Duration
 	// Deadline: a range still missing this long after its gap was first seen
 	// is given up and returned by Poll as lost. Default DefaultDeadline (1 s).

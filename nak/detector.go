@@ -215,8 +215,10 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 		case e.to > r.To: // right part stays (last entry only)
 			e.from = r.To
 			if e.naks > 0 && !e.doomed {
-				// A partial answer: ask for the rest once it is over.
-				if t := now.Add(d.cfg.Continue); t < e.next {
+				// A partial answer: ask for the rest once it is over,
+				// after a random delay as for a new gap, so that the
+				// receivers of a multicast repair do not all ask at once.
+				if t := now.Add(d.cfg.Continue + d.delay()); t < e.next {
 					e.next = t
 					if t := d.at(&e); t < d.due {
 						d.due = t

@@ -201,18 +201,18 @@ func TestPartialFills(t *testing.T) {
 		next   time.Duration // the earliest NAK due after the fill
 	}
 	// Pieces keep the timers of the whole (next NAK at 1+10 ms), but a
-	// piece whose front was filled is asked for Continue (1 ms) later: a
-	// partial answer.
+	// piece whose front was filled is asked for Continue (1 ms) plus the
+	// gap delay (1 ms) later: a partial answer.
 	for _, f := range []fill{
 		{2 * ms, rg(15, 17), 2, 2 * ms, []Range{rg(10, 15), rg(17, 30)}, 11 * ms},            // middle: split
-		{3 * ms, rg(5, 11), 1, 3 * ms, []Range{rg(11, 15), rg(17, 30)}, 4 * ms},              // head, overhanging
-		{3 * ms, rg(29, 40), 1, 3 * ms, []Range{rg(11, 15), rg(17, 29)}, 4 * ms},             // tail, overhanging
-		{4 * ms, rg(14, 18), 2, 4 * ms, []Range{rg(11, 14), rg(18, 29)}, 4 * ms},             // across two pieces
-		{4 * ms, rg(14, 18), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 4 * ms},                  // duplicate
-		{4 * ms, rg(100, 200), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 4 * ms},                // untracked
-		{4 * ms, rg(12, 12), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 4 * ms},                  // empty
-		{5 * ms, rg(20, 22), 2, 5 * ms, []Range{rg(11, 14), rg(18, 20), rg(22, 29)}, 4 * ms}, // split again
-		{5 * ms, rg(13, 21), 3, 5 * ms, []Range{rg(11, 13), rg(22, 29)}, 4 * ms},             // covers a piece whole
+		{3 * ms, rg(5, 11), 1, 3 * ms, []Range{rg(11, 15), rg(17, 30)}, 5 * ms},              // head, overhanging
+		{3 * ms, rg(29, 40), 1, 3 * ms, []Range{rg(11, 15), rg(17, 29)}, 5 * ms},             // tail, overhanging
+		{4 * ms, rg(14, 18), 2, 4 * ms, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},             // across two pieces
+		{4 * ms, rg(14, 18), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},                  // duplicate
+		{4 * ms, rg(100, 200), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},                // untracked
+		{4 * ms, rg(12, 12), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},                  // empty
+		{5 * ms, rg(20, 22), 2, 5 * ms, []Range{rg(11, 14), rg(18, 20), rg(22, 29)}, 5 * ms}, // split again
+		{5 * ms, rg(13, 21), 3, 5 * ms, []Range{rg(11, 13), rg(22, 29)}, 5 * ms},             // covers a piece whole
 		{6 * ms, rg(0, 1000), 9, 6 * ms, nil, 0},                                             // everything
 	} {
 		filled, age := d.OnReceived(t0.Add(f.at), f.r)

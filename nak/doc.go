@@ -37,8 +37,8 @@
 // when repairs fill the front of a range already asked for and leave the
 // rest, the answer was partial, not lost (a MoldUDP64 server answers a
 // request with at most one packet), so the rest is asked for once no
-// repair has come for Continue (1 ms), instead of after the backoff
-// interval. Otherwise every message is asked for again only after its
+// repair has come for Continue (1 ms) plus a delay drawn as for a new gap
+// (suppression again), instead of after the backoff interval. Otherwise every message is asked for again only after its
 // current backoff interval has elapsed since the previous request.
 //
 // Poll(now) returns the re-requests due now, split into ranges of at most
