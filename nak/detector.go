@@ -218,6 +218,8 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 				// A partial answer: ask for the rest once it is over,
 				// after a random delay as for a new gap, so that the
 				// receivers of a multicast repair do not all ask at once.
+				// The server answered: the backoff starts again.
+				e.interval = 0
 				if t := now.Add(d.cfg.Continue + d.delay()); t < e.next {
 					e.next = t
 					if t := d.at(&e); t < d.due {

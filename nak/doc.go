@@ -38,7 +38,8 @@
 // rest, the answer was partial, not lost (a MoldUDP64 server answers a
 // request with at most one packet), so the rest is asked for once no
 // repair has come for Continue (1 ms) plus a delay drawn as for a new gap
-// (suppression again), instead of after the backoff interval. Otherwise every message is asked for again only after its
+// (suppression again), instead of after the backoff interval, and its
+// backoff starts again at Retry. Otherwise every message is asked for again only after its
 // current backoff interval has elapsed since the previous request.
 //
 // Poll(now) returns the re-requests due now, split into ranges of at most

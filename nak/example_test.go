@@ -50,8 +50,8 @@ func Example() {
 	// 1ms: re-request seq 100 count 5
 	// 1.3ms: repair filled 3, gap age 1.3ms
 	// 3.3ms: re-request seq 103 count 2
-	// 23.3ms: re-request seq 103 count 2
-	// 43.3ms: re-request seq 103 count 2
+	// 13.3ms: re-request seq 103 count 2
+	// 33.3ms: re-request seq 103 count 2
 	// 50ms: lost [103,105)
 	// NAKs 4, retries 3, filled 3, lost 2
 }
