@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/oneway"
@@ -93,6 +94,8 @@ order-book messages at --rate until --count messages or --duration.`)
 	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
 	stamp := fs.Bool("stamp", true, "with --synthetic: write the send time into each message's ITCH timestamp (sub --stats shows one-way latency)")
 	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
+	allow := fs.String("allow", "", "with --retransmit: networks re-requests are accepted from, CIDR,... (default: anyone)")
+	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit or a journal, else none; negative: none")
 	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -122,13 +125,17 @@ order-book messages at --rate until --count messages or --duration.`)
 		if err != nil {
 			return err
 		}
-		cache = retransmit.NewCache(retransmit.CacheConfig{})
-		srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
-			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl})
+		nets, err := parseAllow(*allow)
 		if err != nil {
 			return err
 		}
-		defer srv.Close()
+		cache = retransmit.NewCache(retransmit.CacheConfig{})
+		srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
+			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl, Allow: nets})
+		if err != nil {
+			return err
+		}
+		defer srv.Close() // after pub.Close and its grace: re-requests for the tail are answered
 		sinks = append(sinks, cache)
 		env.log.Info("answering re-requests", "addr", srv.Addr().String())
 	}
@@ -143,7 +150,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
-		Linger: *linger, Sinks: sinks, Logger: env.log,
+		Linger: *linger, Sinks: sinks, Grace: *grace, Logger: env.log,
 	})
 	if err != nil {
 		if pj != nil {
@@ -204,6 +211,28 @@ order-book messages at --rate until --count messages or --duration.`)
 		return fmt.Errorf("close: %w (packets may not have reached the group; check the interface and route)", cerr)
 	}
 	return nil
+}
+
+// parseAllow parses an --allow list of networks (CIDR), separated by
+// commas; a bare address is its own network.
+func parseAllow(val string) ([]netip.Prefix, error) {
+	var nets []netip.Prefix
+	for _, f := range strings.Split(val, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, usageErr("--allow %q: want networks like 10.0.0.0/8,192.168.1.7/32,fd00::/8", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		nets = append(nets, p.Masked())
+	}
+	return nets, nil
 }
 
 func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, seed uint64, stamp bool) (int, error) {

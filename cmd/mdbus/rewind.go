@@ -32,6 +32,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
+	allow := fs.String("allow", "", "networks re-requests are accepted from, CIDR,... (default: anyone)")
 	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter (pub --retransmit, another rewind) to fill this rewinder's own holes from")
 	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +53,10 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	if err != nil {
 		return err
 	}
+	nets, err := parseAllow(*allow)
+	if err != nil {
+		return err
+	}
 	up, err := parseAddr("--upstream", *upstream, false)
 	if err != nil {
 		return err
@@ -66,7 +71,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
 		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, Upstream: up, Journal: j,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
-		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate},
+		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate, Allow: nets},
 	})
 	if err != nil {
 		return err
