@@ -14,6 +14,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -158,13 +159,13 @@ type Config struct {
 	// Wrap, when set, wraps the primary feed socket (tests insert the
 	// impairment layer here). The other sockets have their own hooks, so
 	// each can be impaired independently.
-	Wrap func(sock.PacketConn) sock.PacketConn
+	Wrap func(packetconn.PacketConn) packetconn.PacketConn
 	// WrapSecondary, when set, wraps the Secondary feed socket.
-	WrapSecondary func(sock.PacketConn) sock.PacketConn
+	WrapSecondary func(packetconn.PacketConn) packetconn.PacketConn
 	// WrapRepair, when set, wraps the unicast repair socket (it carries
 	// the re-requests out and the unicast repairs in) and the RepairGroup
 	// socket.
-	WrapRepair func(sock.PacketConn) sock.PacketConn
+	WrapRepair func(packetconn.PacketConn) packetconn.PacketConn
 	// Logger receives warnings and errors; default slog.Default().
 	Logger *slog.Logger
 }

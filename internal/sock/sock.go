@@ -6,51 +6,21 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/mdbus/mdbus/packetconn"
 )
 
-// Message is one datagram in a Batch.
-type Message struct {
-	// Buf holds the datagram. On receive its capacity is what may be
-	// filled and ReadBatch sets its length to the datagram's size; on send
-	// its length is what is sent.
-	Buf []byte
-	// Addr is the source on receive, the destination on send.
-	Addr netip.AddrPort
-	// Dst is the destination address of a received datagram (from
-	// IP_PKTINFO or IPV6_PKTINFO); invalid when the kernel did not say.
-	Dst netip.Addr
-	// IfIndex is the interface a datagram arrived on, 0 if unknown.
-	IfIndex int
-	// KernelTime is the kernel's receive time in Unix nanoseconds when
-	// Config.Timestamps is set, else 0.
-	KernelTime int64
-	// Truncated reports that the datagram was larger than Buf.
-	Truncated bool
-}
+// Message, Batch and PacketConn are the public socket-hook types; the
+// aliases let the bus's own code name them from here.
+type (
+	Message    = packetconn.Message
+	Batch      = packetconn.Batch
+	PacketConn = packetconn.PacketConn
+)
 
-// Batch is a preallocated set of messages and the kernel structures behind
-// them. A Batch belongs to one goroutine at a time.
-type Batch struct {
-	Msgs []Message
-	// Drops is the kernel's running count of datagrams this socket dropped
-	// because its receive buffer was full (SO_RXQ_OVFL), as last reported.
-	Drops uint32
-	sys   batchSys
-	bufs  [][]byte // the full-capacity receive buffers
-}
-
-// NewBatch returns a batch of n messages, each with a buffer of bufSize
-// bytes for receiving. For sending, point Msgs[i].Buf at the bytes to send.
-func NewBatch(n, bufSize int) *Batch {
-	b := &Batch{Msgs: make([]Message, n), bufs: make([][]byte, n)}
-	backing := make([]byte, n*bufSize)
-	for i := range b.Msgs {
-		b.bufs[i] = backing[i*bufSize : (i+1)*bufSize : (i+1)*bufSize]
-		b.Msgs[i].Buf = b.bufs[i]
-	}
-	b.sys.init(n)
-	return b
-}
+// NewBatch returns a batch of n messages with bufSize-byte buffers; see
+// packetconn.NewBatch.
+func NewBatch(n, bufSize int) *Batch { return packetconn.NewBatch(n, bufSize) }
 
 // Config describes a socket to open.
 type Config struct {
@@ -165,21 +135,6 @@ func IsTimeout(err error) bool {
 // Unmap returns a with an IPv4-mapped IPv6 address turned to IPv4.
 func Unmap(a netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
-}
-
-// PacketConn is what publishers, subscribers and servers move datagrams
-// through. *Conn implements it; the impairment layer (tools/impair) wraps it
-// to drop, duplicate, reorder and delay datagrams in tests.
-type PacketConn interface {
-	// ReadBatch fills b.Msgs[:n] and returns n; see Conn.ReadBatch.
-	ReadBatch(b *Batch) (int, error)
-	// WriteBatch sends b.Msgs[:n]; see Conn.WriteBatch.
-	WriteBatch(b *Batch, n int) (int, error)
-	// WriteTo sends one datagram.
-	WriteTo(p []byte, to netip.AddrPort) error
-	SetReadDeadline(t time.Time) error
-	LocalAddr() netip.AddrPort
-	Close() error
 }
 
 var _ PacketConn = (*Conn)(nil)

@@ -34,6 +34,18 @@ type batchSys struct {
 	oob   []byte
 }
 
+// sysOf returns the kernel structures kept in b.Impl, made on the batch's
+// first use (and again if its message count changed).
+func sysOf(b *Batch) *batchSys {
+	if s, ok := b.Impl.(*batchSys); ok && len(s.hdrs) == len(b.Msgs) {
+		return s
+	}
+	s := new(batchSys)
+	s.init(len(b.Msgs))
+	b.Impl = s
+	return s
+}
+
 func (s *batchSys) init(n int) {
 	s.hdrs = make([]mmsghdr, n)
 	s.iovs = make([]unix.Iovec, n)
@@ -193,9 +205,9 @@ func (c *Conn) join(ifi *net.Interface, group, source netip.Addr) error {
 // one arrives, the read deadline passes or the Conn is closed. It returns
 // how many of b.Msgs were filled. It does not allocate.
 func (c *Conn) ReadBatch(b *Batch) (int, error) {
-	s := &b.sys
+	s := sysOf(b)
 	for i := range b.Msgs {
-		buf := b.bufs[i]
+		buf := b.Buffer(i)
 		s.iovs[i] = unix.Iovec{Base: unsafe.SliceData(buf), Len: uint64(len(buf))}
 		s.hdrs[i] = mmsghdr{hdr: unix.Msghdr{
 			Name:       (*byte)(unsafe.Pointer(&s.names[i])),
@@ -217,7 +229,7 @@ func (c *Conn) ReadBatch(b *Batch) (int, error) {
 	for i := range n {
 		h := &s.hdrs[i]
 		m := &b.Msgs[i]
-		m.Buf = b.bufs[i][:h.n]
+		m.Buf = b.Buffer(i)[:h.n]
 		m.Truncated = h.hdr.Flags&unix.MSG_TRUNC != 0
 		m.Addr = parseName(&s.names[i])
 		m.Dst, m.IfIndex, m.KernelTime = netip.Addr{}, 0, 0
@@ -255,7 +267,7 @@ func (c *Conn) recvmmsg(fd uintptr) bool {
 // calls as the kernel allows. It returns how many were sent. It does not
 // allocate.
 func (c *Conn) WriteBatch(b *Batch, n int) (int, error) {
-	s := &b.sys
+	s := sysOf(b)
 	for i := range n {
 		m := &b.Msgs[i]
 		s.iovs[i] = unix.Iovec{Base: unsafe.SliceData(m.Buf), Len: uint64(len(m.Buf))}
