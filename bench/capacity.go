@@ -351,8 +351,9 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 		sc.Start = capacityStart * p.Delivered
 		if p.Pass && p.Sent >= 1 {
 			// Lossless as fast as the sender goes: confirm at a fixed
-			// rate; the sender is the limit.
-			sc.Start = math.Floor(p.Sent)
+			// rate the sender can offer (pacing costs it a little); the
+			// sender is the limit.
+			sc.Start = math.Floor((1 - senderSlack) * p.Sent)
 			sc.Max = sc.Start
 		}
 		if sc.Start < 1 {
