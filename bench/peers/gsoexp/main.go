@@ -1,0 +1,172 @@
+//go:build linux
+
+// Command gsoexp measures what UDP GSO (UDP_SEGMENT) and GRO (UDP_GRO) give
+// IPv4 multicast on lo: one sender, as fast as it goes for -d, and -subs
+// receiving sockets (each on its own thread), with sendmmsg of -segs
+// datagrams per call (-mode mmsg) or one sendmsg carrying -segs segments
+// (-mode gso), and receivers with or without UDP_GRO (-gro). It prints
+// datagrams sent and received per second and the process's CPU per
+// datagram. It refuses to run outside the benchmark lab:
+//
+//	go build -o /tmp/gsoexp ./bench/peers/gsoexp
+//	mdbus bench lab -- /tmp/gsoexp -mode gso -gro -subs 4
+//
+// The results are in BENCHMARKS.md ("UDP GSO and GRO").
+package main
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"golang.org/x/sys/unix"
+)
+
+var group = [4]byte{239, 255, 9, 9}
+
+// mmsghdr is struct mmsghdr of Linux amd64/arm64.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+	_   [4]byte
+}
+
+func main() {
+	mode := flag.String("mode", "mmsg", "mmsg: sendmmsg of -segs datagrams; gso: one sendmsg of -segs segments (UDP_SEGMENT)")
+	gro := flag.Bool("gro", false, "receivers enable UDP_GRO")
+	subs := flag.Int("subs", 1, "receiving sockets (1-16)")
+	seg := flag.Int("seg", 1472, "datagram (segment) size in bytes (16-8972)")
+	segs := flag.Int("segs", 40, "datagrams per send call (1-64)")
+	dur := flag.Duration("d", 3*time.Second, "how long to send (at most 1m)")
+	port := flag.Int("port", 45000, "UDP port")
+	flag.Parse()
+	switch {
+	case !netlab.Inside():
+		fail("refusing to send multicast outside the lab: run it as mdbus bench lab -- gsoexp ...")
+	case *mode != "mmsg" && *mode != "gso":
+		fail("-mode %q: want mmsg or gso", *mode)
+	case *subs < 1 || *subs > 16, *seg < 16 || *seg > 8972, *segs < 1 || *segs > 64, *dur <= 0 || *dur > time.Minute:
+		fail("flag out of range (-subs 1-16, -seg 16-8972, -segs 1-64, -d up to 1m)")
+	}
+	var got, reads atomic.Uint64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range *subs {
+		fd := receiver(*port, *gro)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			buf, oob := make([]byte, 65536), make([]byte, 64)
+			for !stop.Load() { // SO_RCVTIMEO wakes it to look
+				n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+				if err != nil {
+					continue
+				}
+				reads.Add(1)
+				got.Add(uint64(segments(n, oob[:oobn])))
+			}
+			unix.Close(fd)
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // joins settle
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	check(err)
+	check(unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 0))
+	check(unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1))
+	check(unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20))
+	check(unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &unix.IPMreqn{Ifindex: 1}))
+	dst := &unix.SockaddrInet4{Port: *port, Addr: group}
+	payload := make([]byte, *seg**segs)
+	sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: group}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], uint16(*port))
+	hdrs, iovs := make([]mmsghdr, *segs), make([]unix.Iovec, *segs)
+	for i := range hdrs {
+		iovs[i] = unix.Iovec{Base: &payload[i**seg], Len: uint64(*seg)}
+		hdrs[i].hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&sa)), Namelen: unix.SizeofSockaddrInet4, Iov: &iovs[i], Iovlen: 1}
+	}
+	oob := make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(*seg))
+	cpu0, t0 := cpu(), time.Now()
+	var sent uint64
+	for time.Since(t0) < *dur {
+		if *mode == "gso" {
+			_, err := unix.SendmsgN(fd, payload, oob, dst, 0)
+			check(err)
+			sent += uint64(*segs)
+			continue
+		}
+		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), 0, 0, 0)
+		if e != 0 {
+			fail("sendmmsg: %v", e)
+		}
+		sent += uint64(n)
+	}
+	el := time.Since(t0).Seconds()
+	time.Sleep(200 * time.Millisecond) // receivers drain
+	stop.Store(true)
+	wg.Wait()
+	c, r := cpu()-cpu0, got.Load()
+	fmt.Printf("mode=%s gro=%v subs=%d seg=%d segs/call=%d: sent %.0f datagrams/s (%.0f MB/s); received %.0f datagrams/s per socket (%.1f%% of sent), %.1f datagrams per recvmsg; process CPU %.2f s over %.2f s = %.0f ns per datagram sent\n",
+		*mode, *gro, *subs, *seg, *segs, float64(sent)/el, float64(sent)*float64(*seg)/el/1e6, float64(r)/el/float64(*subs),
+		100*float64(r)/float64(*subs)/float64(sent), float64(r)/float64(max(reads.Load(), 1)), c, el, c/float64(sent)*1e9)
+}
+
+// receiver opens a socket joined to the group on lo.
+func receiver(port int, gro bool) int {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	check(err)
+	check(unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1))
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20) != nil {
+		check(unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<20))
+	}
+	if gro {
+		check(unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1))
+	}
+	check(unix.Bind(fd, &unix.SockaddrInet4{Port: port}))
+	check(unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, &unix.IPMreqn{Multiaddr: group, Ifindex: 1}))
+	check(unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000}))
+	return fd
+}
+
+// segments is how many datagrams a read of n bytes holds: with a UDP_GRO
+// control message, n split at its segment size; else one.
+func segments(n int, oob []byte) int {
+	cms, _ := unix.ParseSocketControlMessage(oob)
+	for _, c := range cms {
+		if c.Header.Level == unix.IPPROTO_UDP && c.Header.Type == unix.UDP_GRO && len(c.Data) >= 2 {
+			if s := int(binary.NativeEndian.Uint16(c.Data)); s > 0 {
+				return (n + s - 1) / s
+			}
+		}
+	}
+	return 1
+}
+
+func cpu() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+func check(err error) {
+	if err != nil {
+		fail("%v", err)
+	}
+}
+
+func fail(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "gsoexp: "+format+"\n", a...)
+	os.Exit(1)
+}
