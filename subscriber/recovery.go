@@ -176,11 +176,16 @@ func (c *core) lose(s *stream, from, to wire.Seq) {
 		c.cfg.onLoss(Loss{Stream: s.id, From: from, To: to})
 	}
 	if c.cfg.lossPolicy == LossStop {
-		s.stopped = true
-		c.release(s, 0)
-		c.abandon(s)
-		c.st.StreamsStopped++
+		c.stop(s)
 	}
+}
+
+// stop stops s (LossStop): it delivers nothing more.
+func (c *core) stop(s *stream) {
+	s.stopped = true
+	c.release(s, 0)
+	c.abandon(s)
+	c.st.StreamsStopped++
 }
 
 // abandon stops recovering s (it ended or stopped): its detector forgets
@@ -216,7 +221,9 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 		}
 		if t, ok := d.Next(); ok && t <= now {
 			c.nreqs, c.nlost = d.Poll(now, c.nreqs[:0], c.nlost[:0])
-			if c.cfg.sendNAKs {
+			// Only the current incarnation of a session asks: the answers
+			// name the session alone and go to it.
+			if c.cfg.sendNAKs && c.bySession[s.key.session] == s {
 				for _, r := range c.nreqs {
 					n := r.Len() // <= MaxRequest <= wire.MaxCount
 					reqs = append(reqs, wire.Request{Session: s.id.Session, Seq: r.From, Count: uint16(n)})
