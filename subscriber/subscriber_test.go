@@ -429,7 +429,9 @@ func TestReceiveSocketClosedStops(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("239.7.2.9:31019")
 	s, err := New(Config{Group: group,
-		Wrap: func(pc packetconn.PacketConn) packetconn.PacketConn { return &failing{PacketConn: pc, closeAfter: true} }})
+		Wrap: func(pc packetconn.PacketConn) packetconn.PacketConn {
+			return &failing{PacketConn: pc, closeAfter: true}
+		}})
 	require.NoError(t, err)
 	pub := newTestPub(t, group, "lo", netip.MustParseAddr("127.0.0.1"), sessA)
 	pub.send(pub.packets(1, 1), nil)
