@@ -6,9 +6,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"strconv"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -69,11 +69,11 @@ type connSys struct {
 	// deadline is the read deadline as a monotime.Time (0: none), so a
 	// busy poll stops spinning when it passes.
 	deadline atomic.Int64
-	rN              int
-	rErr            syscall.Errno
-	wHdrs           []mmsghdr
-	wN              int
-	wErr            syscall.Errno
+	rN       int
+	rErr     syscall.Errno
+	wHdrs    []mmsghdr
+	wN       int
+	wErr     syscall.Errno
 }
 
 func open(cfg Config) (*Conn, error) {
