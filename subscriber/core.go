@@ -487,9 +487,11 @@ func (c *core) clearSuspect(sus *suspect) {
 // streams silent longer than the idle timeout, then, when addr already
 // has the most streams one source may have or the table is full, the
 // least recently active stream that is done (ended, stopped, superseded or
-// replaced) or, failing that, has delivered nothing yet (a heartbeat or a
-// forged packet starts such a stream). Streams that delivered and are
-// live are never forgotten for room. It reports whether there is room.
+// replaced), failing that one that has delivered nothing yet (a heartbeat
+// or a forged packet starts such a stream), failing that one quiet for
+// replaceQuiet (a publisher that crashed; a live one heartbeats). Live
+// streams that delivered are never forgotten for room. It reports whether
+// there is room.
 func (c *core) makeRoom(addr netip.Addr, now monotime.Time) bool {
 	if c.cfg.idle > 0 {
 		for i := 0; i < len(c.list); {
@@ -516,26 +518,30 @@ func (c *core) makeRoom(addr netip.Addr, now monotime.Time) bool {
 }
 
 // evict forgets the least recently active stream among those of which
-// (nil: all) that is done, or else has delivered nothing, and reports
-// whether there was one.
+// (nil: all) that is done, or else has delivered nothing, or else is
+// quiet, and reports whether there was one.
 func (c *core) evict(of func(*stream) bool) bool {
-	var done, idle *stream
+	var done, empty, quiet *stream
+	older := func(a, b *stream) *stream {
+		if a == nil || b.lastActive < a.lastActive {
+			return b
+		}
+		return a
+	}
 	for _, s := range c.list {
 		if of != nil && !of(s) {
 			continue
 		}
 		switch {
 		case s.ended || s.stopped || s.superseded || s.replaced:
-			if done == nil || s.lastActive < done.lastActive {
-				done = s
-			}
+			done = older(done, s)
 		case s.delivered == 0:
-			if idle == nil || s.lastActive < idle.lastActive {
-				idle = s
-			}
+			empty = older(empty, s)
+		case c.now.Sub(s.lastActive) >= replaceQuiet:
+			quiet = older(quiet, s)
 		}
 	}
-	victim := cmp.Or(done, idle)
+	victim := cmp.Or(done, empty, quiet)
 	if victim == nil {
 		return false
 	}

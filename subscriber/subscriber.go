@@ -79,10 +79,12 @@ type Config struct {
 	// negative for no per-source bound. A packet that would start one
 	// stream too many makes room by forgetting the least recently active
 	// stream (of that source, when its bound is reached) that is done
-	// (ended, stopped, superseded or replaced) or else has delivered
-	// nothing yet (Stats.StreamsEvicted); when there is none it is
-	// dropped (DropTooManyStreams). A stream that delivered messages and
-	// is live is never forgotten for room.
+	// (ended, stopped, superseded or replaced), or else has delivered
+	// nothing yet (heartbeats only: forged, or a publisher not started),
+	// or else has been silent for a second (a crashed publisher; a live
+	// one heartbeats) (Stats.StreamsEvicted); when there is none it is
+	// dropped (DropTooManyStreams). A live stream that delivered messages
+	// is never forgotten for room.
 	MaxStreams          int
 	MaxStreamsPerSource int
 	// StreamIdleTimeout forgets a stream that received nothing for this
