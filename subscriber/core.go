@@ -672,8 +672,8 @@ func (c *core) data(s *stream, p wire.Packet) {
 // way. Once the gap has waited fullGrace (two NAK retry intervals) without
 // a repair, it is given up as well: a repair that late would itself find
 // the buffer full and be dropped, and asking again while the cache moves
-// on loses everything after it (seen at 3M msgs/s before this rule: one
-// stalled repair, then 28M messages lost). It reports whether it made
+// on would lose everything after it (one stalled repair at 3M msgs/s
+// would cost tens of millions of messages). It reports whether it made
 // room.
 func (c *core) overflow(s *stream) bool {
 	if len(s.held) == 0 || s.stopped || s.held[0].seq <= s.next {

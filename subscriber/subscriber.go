@@ -99,11 +99,10 @@ type Config struct {
 	// round trip, a lost repair and its retry), negative holds none.
 	// ReorderBytes bounds the bytes they take; default 32 MiB (3,700
 	// jumbo packets, 80 ms of 6M msgs/s in 8972-byte packets), negative
-	// for no byte bound. With 4096 packets, 1% loss at 4M msgs/s in
-	// 1472-byte packets collapsed on a 2-core machine: a repair that
-	// needed a retry came later than the buffer lasted. When either bound
-	// is reached, the stream gives up its oldest
-	// gap as a Loss (Stats.ReorderOverflows); with a Retransmitter, only
+	// for no byte bound. A smaller buffer (4096 packets) does not outlast
+	// a repair that needs a retry at 4M msgs/s with 1% loss on a 2-core
+	// machine. When either bound is reached, the stream gives up its
+	// oldest gap as a Loss (Stats.ReorderOverflows); with a Retransmitter, only
 	// once that gap has waited two NAK retry intervals (until then the
 	// newer packet is dropped and asked for again). Raise it where repairs
 	// may take longer than it lasts at the feed's packet rate.
