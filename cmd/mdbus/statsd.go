@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/impair"
+	"github.com/mdbus/mdbus/tools/statsd"
+	"github.com/mdbus/mdbus/wire"
+)
+
+func init() {
+	register("statsd", "StatsD over the bus: relay (UDP/Unix -> bus) and collect (bus -> Graphite/JSON/Prometheus)", runStatsd)
+}
+
+const statsdGroup = "239.192.0.81:31081"
+
+func runStatsd(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, `Usage: mdbus statsd relay|collect [flags]
+
+  relay    listen for StatsD/DogStatsD datagrams (UDP 127.0.0.1:8125, optionally a
+           Unix socket) and publish the valid metrics on a bus group, with a
+           retransmit server for the collectors' re-requests
+  collect  subscribe to the group (recovering losses from the relay), aggregate
+           per flush interval and write Graphite, JSON lines or Prometheus text
+
+Run "mdbus statsd relay -h" or "mdbus statsd collect -h" for the flags.
+`)
+		if len(args) == 0 {
+			return usageErr("want a subcommand: relay or collect")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "relay":
+		return runStatsdRelay(ctx, args[1:])
+	case "collect":
+		return runStatsdCollect(ctx, args[1:], stdout)
+	}
+	return usageErr("unknown statsd subcommand %q: want relay or collect", args[0])
+}
+
+func runStatsdRelay(ctx context.Context, args []string) error {
+	fs := newFlags("statsd relay", "[flags]", `Listens for StatsD lines (etsy types c, g, ms, s with sample rates; DogStatsD
+tags, h, d, value packing, container ids and timestamps), refuses and counts
+malformed ones by reason, and publishes the valid metrics on the bus group as
+sequenced MoldUDP64 messages. Collectors recover lost messages from the
+relay's retransmit server (--retransmit).`)
+	gf := addGroupFlags(fs)
+	fs.Lookup("group").DefValue = statsdGroup
+	fs.Set("group", statsdGroup)
+	listen := fs.String("listen", statsd.DefaultListen, "UDP address for StatsD clients (IPv4 or IPv6, e.g. [::1]:8125)")
+	noUDP := fs.Bool("no-udp", false, "do not listen on UDP (with --unix)")
+	unixPath := fs.String("unix", "", "also listen on this Unix datagram socket path (DogStatsD unix://)")
+	retr := fs.String("retransmit", "127.0.0.1:31082", "unicast address:port of the retransmit server for collectors' re-requests (empty: none)")
+	preagg := fs.Duration("preaggregate", 0, "sum counters and keep the last gauge over this window before publishing (0: off)")
+	tick := fs.Duration("tick", statsd.DefaultTickInterval, "clock tick interval when idle (bounds the collectors' flush delay)")
+	self := fs.Duration("self-interval", statsd.DefaultSelfInterval, "publish the relay's own counters this often (negative: never)")
+	rcvbuf := fs.Int("rcvbuf", statsd.DefaultRelayBuffer, "socket receive buffer bytes to request")
+	ttl := fs.Int("ttl", 0, "multicast TTL; 0 keeps packets on this host")
+	linger := fs.Duration("linger", statsd.DefaultLinger, "how long a partly filled bus packet may wait for more metrics")
+	stats := fs.Duration("stats", 0, "print the relay's counters to stderr this often (0: only at exit)")
+	dur := fs.Duration("duration", 0, "exit after this long (0: until interrupted)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	group, source, err := gf.parse()
+	if err != nil {
+		return err
+	}
+	la, err := netip.ParseAddrPort(*listen)
+	if err != nil {
+		return usageErr("--listen %q: want address:port, like 127.0.0.1:8125 or [::1]:8125", *listen)
+	}
+	ra, err := parseAddr("--retransmit", *retr, false)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	r, err := statsd.NewRelay(statsd.RelayConfig{
+		Listen: la, NoUDP: *noUDP, Unix: *unixPath, ReadBuffer: *rcvbuf, PreAggregate: *preagg, TickInterval: *tick,
+		SelfInterval: *self, Retransmit: ra, Logger: log,
+		Bus: publisher.Config{Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Linger: *linger},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "mdbus statsd relay: udp %s unix %q -> %s session %s, re-requests on %s\n",
+		r.Addr(), *unixPath, group, r.Publication().Session(), r.RetransmitAddr())
+	var tickC <-chan time.Time
+	if *stats > 0 {
+		t := time.NewTicker(*stats)
+		defer t.Stop()
+		tickC = t.C
+	}
+	var end <-chan time.Time
+	if *dur > 0 {
+		end = time.After(*dur)
+	}
+	print := func() {
+		st := r.Stats()
+		fmt.Fprintf(os.Stderr, "mdbus statsd relay: datagrams %d metrics %d bad %d kernel-drops %d bus-messages %d publish-errors %d\n",
+			st.Datagrams, st.Metrics, st.BadTotal, st.KernelDrops, st.Messages, st.PublishErrors)
+	}
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-end:
+			break loop
+		case <-tickC:
+			print()
+		}
+	}
+	err = r.Close()
+	print()
+	return err
+}
+
+func runStatsdCollect(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("statsd collect", "[flags]", `Subscribes to the relay's group, re-requests lost messages from its
+retransmit server, and aggregates per flush interval (aligned to the relay's
+clock carried in the messages, so every collector flushes identically) per
+name and tag set: counters (sum, rate), gauges (with deltas), sets (distinct),
+timers/histograms/distributions (count, sum, mean, min, max, percentiles).
+Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`)
+	gf := addGroupFlags(fs)
+	fs.Set("group", statsdGroup)
+	fs.Lookup("group").DefValue = statsdGroup
+	retr := fs.String("retransmit", "127.0.0.1:31082", "unicast address:port of the relay's retransmit server (empty: no recovery)")
+	flush := fs.Duration("flush", statsd.DefaultFlushInterval, "flush interval")
+	pcts := fs.String("percentiles", "50,90,95,99", "comma-separated percentiles for timers, histograms, distributions")
+	digits := fs.Int("hist-digits", statsd.DefaultHistDigits, "HdrHistogram significant digits (1-5)")
+	format := fs.String("format", "graphite", "output format: graphite or json")
+	out := fs.String("output", "-", "where flushes go: - (stdout) or a TCP address (Graphite carbon, e.g. 127.0.0.1:2003)")
+	prom := fs.String("prometheus", "", "serve Prometheus text format on this address (e.g. 127.0.0.1:9102) at /metrics")
+	maxSeries := fs.Int("max-series", statsd.DefaultMaxSeries, "most distinct series held")
+	maxMembers := fs.Int("max-set-members", statsd.DefaultMaxSetMembers, "most members of one set per interval")
+	deleteIdle := fs.Bool("delete-idle", false, "omit series without data from a flush (etsy deleteIdleStats)")
+	start := fs.Uint64("start", 0, "first sequence to expect (1: ask the relay for everything from the start; 0: join live)")
+	dur := fs.Duration("duration", 0, "exit after this long (0: until interrupted)")
+	imp := addImpairFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	group, source, err := gf.parse()
+	if err != nil {
+		return err
+	}
+	ra, err := parseAddr("--retransmit", *retr, false)
+	if err != nil {
+		return err
+	}
+	var percentiles []float64
+	for _, s := range strings.Split(*pcts, ",") {
+		p, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return usageErr("--percentiles %q: %q is not a number", *pcts, s)
+		}
+		percentiles = append(percentiles, p)
+	}
+	icfg, impaired, err := imp.config()
+	if err != nil {
+		return err
+	}
+	var w io.Writer
+	if *out == "-" {
+		bw := bufio.NewWriterSize(stdout, 64<<10)
+		defer bw.Flush()
+		w = flushingWriter{bw}
+	} else {
+		tw := &statsd.TCPWriter{Addr: *out}
+		defer tw.Close()
+		w = tw
+	}
+	var backends []statsd.Backend
+	switch *format {
+	case "graphite":
+		backends = append(backends, &statsd.GraphiteWriter{W: w})
+	case "json":
+		backends = append(backends, &statsd.JSONWriter{W: w})
+	default:
+		return usageErr("--format %q: want graphite or json", *format)
+	}
+	var promL net.Listener
+	if *prom != "" {
+		p := statsd.NewPrometheus()
+		promL, err = net.Listen("tcp", *prom)
+		if err != nil {
+			return fmt.Errorf("--prometheus %s: %w", *prom, err)
+		}
+		defer promL.Close()
+		go p.Serve(promL)
+		backends = append(backends, p)
+		fmt.Fprintf(os.Stderr, "mdbus statsd collect: Prometheus on http://%s/metrics\n", promL.Addr())
+	}
+	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, StartSeq: wire.Seq(*start)}
+	if impaired {
+		bus.Wrap = impair.Receiver(icfg)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	c, err := statsd.NewCollector(statsd.CollectorConfig{
+		Bus: bus, FlushInterval: *flush, Percentiles: percentiles, HistDigits: *digits, MaxSeries: *maxSeries,
+		MaxSetMembers: *maxMembers, DeleteIdle: *deleteIdle, Backends: backends, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "mdbus statsd collect: %s via %s, re-requests to %s, flush every %v\n", group, *gf.ifname, ra, *flush)
+	var end <-chan time.Time
+	if *dur > 0 {
+		end = time.After(*dur)
+	}
+	select {
+	case <-ctx.Done():
+	case <-end:
+	}
+	err = c.Close()
+	st := c.Subscriber().Stats()
+	fmt.Fprintf(os.Stderr, "mdbus statsd collect: bus messages %d gaps %d naks %d recovered %d lost %d\n",
+		st.Messages, st.Gaps, st.NAKs, st.Recovered, st.LostMessages)
+	return err
+}
+
+// flushingWriter flushes its buffer after every write (one per flush
+// interval), so output appears as intervals close.
+type flushingWriter struct{ w *bufio.Writer }
+
+func (f flushingWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = f.w.Flush()
+	}
+	return n, err
+}

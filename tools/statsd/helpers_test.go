@@ -1,0 +1,233 @@
+package statsd
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/labtest"
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/impair"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) {
+	if !netlab.Inside() {
+		// npm needs the registry, which the lab cannot reach: install the
+		// pinned packages before entering it.
+		ensureNPM()
+	}
+	labtest.Main(m)
+}
+
+var groupPort atomic.Uint32
+
+// newGroup returns a fresh multicast group for one test.
+func newGroup() netip.AddrPort {
+	n := groupPort.Add(1)
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 192, 81, byte(n)}), uint16(32000+n))
+}
+
+// recorder is a Backend keeping every flush.
+type recorder struct {
+	mu      sync.Mutex
+	flushes []*Flush
+	text    strings.Builder
+	json    JSONWriter
+}
+
+func newRecorder() *recorder {
+	r := &recorder{}
+	r.json.W = &r.text
+	return r
+}
+
+func (r *recorder) WriteFlush(f *Flush) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushes = append(r.flushes, f)
+	return r.json.WriteFlush(f)
+}
+
+// totals sums every series over all flushes so far.
+type totals struct {
+	counters map[string]float64 // key name|tags
+	gauges   map[string]float64 // last value
+	sets     map[string]int     // distinct, summed over flushes
+	samples  map[string]float64 // count summed
+	n        map[string]uint64
+	sums     map[string]float64
+	bad      map[string]float64 // collector bad lines by reason
+	relayBad map[string]float64 // relay bad lines by reason (published by the relay)
+	metrics  float64
+	lost     float64
+	flushes  int
+}
+
+func seriesKey(s *Series) string { return s.Name + "|" + strings.Join(s.Tags, ",") }
+
+func (r *recorder) totals() totals {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := totals{counters: map[string]float64{}, gauges: map[string]float64{}, sets: map[string]int{}, samples: map[string]float64{},
+		n: map[string]uint64{}, sums: map[string]float64{}, bad: map[string]float64{}, relayBad: map[string]float64{}}
+	for _, f := range r.flushes {
+		t.flushes++
+		for i := range f.Series {
+			s := &f.Series[i]
+			k := seriesKey(s)
+			switch {
+			case s.Name == selfMetrics:
+				t.metrics += s.Count
+			case s.Name == selfLost:
+				t.lost += s.Count
+			case s.Name == selfBadLines:
+				t.bad[strings.Join(s.Tags, ",")] += s.Count
+			case s.Name == SelfPrefix+"relay.bad_lines":
+				t.relayBad[strings.TrimPrefix(strings.Join(s.Tags, ","), "reason:")] += s.Count
+			case strings.HasPrefix(s.Name, SelfPrefix):
+			case s.Type == TypeCounter:
+				t.counters[k] += s.Count
+			case s.Type == TypeGauge:
+				t.gauges[k] = s.Value
+			case s.Type == TypeSet:
+				t.sets[k] += s.Distinct
+			default:
+				t.samples[k] += s.Count
+				t.n[k] += s.N
+				t.sums[k] += s.Sum
+			}
+		}
+	}
+	return t
+}
+
+// pipeline is a relay and its collectors on one group, in the lab.
+type pipeline struct {
+	relay *Relay
+	cols  []*Collector
+	recs  []*recorder
+	imps  []*impair.Conn
+}
+
+type pipeOpts struct {
+	collectors int
+	loss       float64
+	flush      time.Duration
+	relay      func(*RelayConfig)
+	collector  func(*CollectorConfig)
+}
+
+func newPipeline(t *testing.T, o pipeOpts) *pipeline {
+	t.Helper()
+	netlab.Require(t)
+	group := newGroup()
+	rc := RelayConfig{
+		Listen:       netip.MustParseAddrPort("127.0.0.1:0"),
+		Retransmit:   netip.MustParseAddrPort("127.0.0.1:0"),
+		TickInterval: 10 * time.Millisecond,
+		SelfInterval: 50 * time.Millisecond,
+		ReadBuffer:   32 << 20,
+		Bus:          publisher.Config{Group: group},
+	}
+	if o.relay != nil {
+		o.relay(&rc)
+	}
+	relay, err := NewRelay(rc)
+	require.NoError(t, err)
+	p := &pipeline{relay: relay}
+	if o.flush == 0 {
+		o.flush = 100 * time.Millisecond
+	}
+	for i := range max(o.collectors, 1) {
+		rec := newRecorder()
+		bus := subscriber.Config{Group: group, StartSeq: 1, Retransmitter: relay.RetransmitAddr(), ReadBuffer: 32 << 20,
+			NAK: nak.Config{Seed: uint64(i + 1), Deadline: 5 * time.Second}}
+		if o.loss > 0 {
+			bus.Wrap = impair.Receiver(impair.Config{Loss: o.loss, Seed: 42, Stream: uint64(i), OnlyData: true,
+				OnWrap: func(c *impair.Conn) { p.imps = append(p.imps, c) }})
+		}
+		cc := CollectorConfig{Bus: bus, FlushInterval: o.flush, Backends: []Backend{rec}, StreamTimeout: time.Minute}
+		if o.collector != nil {
+			o.collector(&cc)
+		}
+		col, err := NewCollector(cc)
+		require.NoError(t, err)
+		p.cols = append(p.cols, col)
+		p.recs = append(p.recs, rec)
+	}
+	t.Cleanup(func() { p.close(t) })
+	return p
+}
+
+// close ends the relay's session (the collectors then close their last
+// interval at the end of session) and closes the collectors.
+func (p *pipeline) close(t *testing.T) {
+	if p.relay != nil {
+		require.NoError(t, p.relay.Close())
+		p.relay = nil
+	}
+	for _, c := range p.cols {
+		require.NoError(t, c.Close())
+	}
+	p.cols = nil
+}
+
+// finish closes the relay and waits until every collector has seen the
+// end of its session, then closes them.
+func (p *pipeline) finish(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	require.NoError(t, p.relay.Close())
+	p.relay = nil
+	deadline := time.Now().Add(timeout)
+	for _, c := range p.cols {
+		for time.Now().Before(deadline) {
+			c.mu.Lock()
+			n := len(c.streams)
+			c.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, c := range p.cols {
+		require.NoError(t, c.Close())
+	}
+	p.cols = nil
+}
+
+// udpSender sends datagrams to the relay.
+func udpSender(t *testing.T, to netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	var k []string
+	for s := range m {
+		k = append(k, s)
+	}
+	sort.Strings(k)
+	return k
+}
+
+func fmtMap[M ~map[string]V, V any](m M) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(&b, "%s=%v ", k, m[k])
+	}
+	return b.String()
+}
