@@ -11,6 +11,7 @@ import (
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/stretchr/testify/require"
 )
 
@@ -120,5 +121,71 @@ func TestAcceptanceSeveralHosts(t *testing.T) {
 			require.Positive(t, st.Recovered, "the outage of %v cost sub1 nothing to repair", time.Duration(down.Load()))
 			t.Logf("link down %v; rewinder: %+v", time.Duration(down.Load()), rw.ServerStats())
 		})
+	}
+}
+
+// TestAcceptanceSeveralHostsRestart (issue 9): the publisher host
+// restarts its publisher under the same session name while a rewinder
+// host holds the previous run; the two subscriber hosts, each with 5%
+// receive loss, deliver both runs whole and every delivered byte is what
+// the run of its stream sent.
+func TestAcceptanceSeveralHostsRestart(t *testing.T) {
+	netlab.Require(t)
+	hosts := labHosts(t, "pub", "rew", "sub1", "sub2")
+	pubH, rewH, subHs := hosts[0], hosts[1], hosts[2:]
+	group := netip.MustParseAddrPort("239.192.94.9:32949")
+	var rw netip.AddrPort
+	in(t, rewH, func() { rw = miniRewinderOn(t, group, netlab.HostLink, netip.AddrPortFrom(rewH.IPv4, 0)) })
+	n := scale(50_000, 10_000)
+	var judges []*byteJudge
+	var subs []*subscriber.Subscriber
+	for i, h := range subHs {
+		j := newByteJudge()
+		in(t, h, func() {
+			s, err := subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
+				Retransmitter: rw, ReorderPackets: 8192,
+				Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Seed: 13, Stream: uint64(i)}),
+				OnMessage: j.onMessage})
+			require.NoError(t, err)
+			subs = append(subs, s)
+		})
+		defer subs[i].Close()
+		judges = append(judges, j)
+	}
+	for run, seed := range []uint64{303, 404} {
+		var pub *publisher.Publication
+		in(t, pubH, func() {
+			var err error
+			pub, err = publisher.New(publisher.Config{Group: group, Interface: netlab.HostLink, TTL: 1, Session: "REUSED0002",
+				RateMessages: 50_000, HeartbeatInterval: 20 * time.Millisecond})
+			require.NoError(t, err)
+		})
+		port := pub.LocalAddr().Port()
+		msgs := runMessages(n, seed)
+		for _, j := range judges {
+			j.run(port, msgs)
+		}
+		publishRandom(t, pub, n, seed, 1, 300)
+		deadline := time.Now().Add(60 * time.Second)
+		for _, j := range judges {
+			for j.count(port) < n && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		require.NoError(t, pub.Close())
+		t.Logf("run %d from port %d: delivered byte-identical %d and %d of %d", run+1, port, judges[0].count(port), judges[1].count(port), n)
+	}
+	for i, j := range judges {
+		j.mu.Lock()
+		st := subs[i].Stats()
+		t.Logf("%s: stale %d (first %q), recovered %d, lost %d, incarnations %d", subHs[i].Name, j.stale, j.firstBad, st.Recovered, st.LostMessages, st.Incarnations)
+		require.Zero(t, j.stale, "stale bytes delivered")
+		require.Zero(t, j.unknown)
+		total := 0
+		for _, c := range j.got {
+			total += c
+		}
+		require.Equal(t, 2*n, total, "both runs delivered whole")
+		j.mu.Unlock()
 	}
 }

@@ -128,13 +128,19 @@ func (c *incarnationCache) AppendPacket(dst []byte, s wire.Session, from wire.Se
 // miniRewinder is a rewinder made of a subscriber, an incarnationCache and
 // a retransmit.Server.
 func miniRewinder(t *testing.T, feed netip.AddrPort) netip.AddrPort {
+	return miniRewinderOn(t, feed, "lo", netip.MustParseAddrPort("127.0.0.1:0"))
+}
+
+// miniRewinderOn is miniRewinder joining the feed on iface and listening
+// on listen.
+func miniRewinderOn(t *testing.T, feed netip.AddrPort, iface string, listen netip.AddrPort) netip.AddrPort {
 	t.Helper()
 	ic := newIncarnationCache()
-	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
+	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: listen,
 		Sources: []retransmit.Source{ic}, RequesterRateBytes: 100e6})
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
-	sub, err := subscriber.New(subscriber.Config{Group: feed, ReadBuffer: 32 << 20, OnMessage: ic.onMessage})
+	sub, err := subscriber.New(subscriber.Config{Group: feed, Interface: iface, ReadBuffer: 32 << 20, OnMessage: ic.onMessage})
 	require.NoError(t, err)
 	t.Cleanup(func() { sub.Close() })
 	return srv.Addr()

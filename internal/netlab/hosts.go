@@ -70,41 +70,52 @@ func NewHost(name string) (*Host, error) {
 		IPv6: netip.MustParseAddr(fmt.Sprintf("fd78::%x", n)),
 		Port: fmt.Sprintf("mdbh%d", n),
 	}
-	pid := fmt.Sprint(os.Getpid()) // the lab namespace: the thread group leader never leaves it
-	errc := make(chan error, 1)
+	// The pair is made here, in the lab namespace (this goroutine is not
+	// locked, so its thread never left it); one end then moves into the
+	// new namespace, named by the thread that made it.
+	tmp := fmt.Sprintf("mdbt%d", n)
+	if err := ipAll(
+		[]string{"link", "add", h.Port, "type", "veth", "peer", "name", tmp},
+		[]string{"link", "set", h.Port, "master", Bridge},
+		[]string{"link", "set", h.Port, "up"},
+	); err != nil {
+		return nil, err
+	}
+	tidc, moved, errc := make(chan int, 1), make(chan error, 1), make(chan error, 1)
 	go func() {
 		// This thread enters the new namespace and is never unlocked, so
 		// it ends with the goroutine instead of returning to the pool.
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			tidc <- 0
 			errc <- fmt.Errorf("netlab: host %s: unshare: %w", name, err)
 			return
 		}
 		ns, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
+			tidc <- 0
 			errc <- fmt.Errorf("netlab: host %s: %w", name, err)
 			return
 		}
 		h.ns = ns
+		tidc <- unix.Gettid()
+		if err := <-moved; err != nil {
+			errc <- err
+			return
+		}
 		errc <- ipAll(
 			[]string{"link", "set", "lo", "up"},
-			[]string{"link", "add", HostLink, "type", "veth", "peer", "name", h.Port, "netns", pid},
+			[]string{"link", "set", tmp, "name", HostLink},
 			[]string{"addr", "add", h.IPv4.String() + "/24", "dev", HostLink},
 			[]string{"-6", "addr", "add", h.IPv6.String() + "/64", "dev", HostLink, "nodad"},
 			[]string{"link", "set", HostLink, "up"},
 			[]string{"route", "add", "224.0.0.0/4", "dev", HostLink},
 		)
 	}()
-	if err := <-errc; err != nil {
-		if h.ns != nil {
-			h.ns.Close()
-		}
-		return nil, err
+	if tid := <-tidc; tid != 0 {
+		moved <- ipAll([]string{"link", "set", tmp, "netns", fmt.Sprint(tid)})
 	}
-	if err := ipAll(
-		[]string{"link", "set", h.Port, "master", Bridge},
-		[]string{"link", "set", h.Port, "up"},
-	); err != nil {
+	if err := <-errc; err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -141,7 +152,7 @@ func (h *Host) SetLink(up bool) error {
 
 // Close deletes the host's link and lets its namespace go.
 func (h *Host) Close() error {
-	err := ipAll([]string{"link", "del", h.Port})
+	err := ipAll([]string{"link", "del", h.Port}) // takes the host's end with it
 	if h.ns != nil {
 		h.ns.Close()
 	}
