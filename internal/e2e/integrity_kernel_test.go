@@ -29,9 +29,11 @@ func TestAcceptanceKernelDrops(t *testing.T) {
 	stallAt := map[int]bool{n / 5: true, n / 2: true, 4 * n / 5: true}
 	seen := 0
 	s, err := subscriber.New(subscriber.Config{
-		Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReorderPackets: 16384,
+		Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReorderPackets: 1 << 16,
 		ReadBuffer: 32 << 10, // the kernel doubles it: 64 KiB, a few dozen datagrams
-		NAK:        nak.Config{Deadline: 10 * time.Second},
+		// The repair socket has the same small buffer: answers of 64
+		// messages fit in it, the default 1024 would overflow it too.
+		NAK: nak.Config{Deadline: 10 * time.Second, MaxRequest: 64},
 		OnMessage: func(m subscriber.Message) {
 			seen++
 			if stallAt[seen] {
