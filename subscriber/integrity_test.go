@@ -157,3 +157,22 @@ func TestLiveStreamsKeepTheirPlace(t *testing.T) {
 	h.feed(netip.MustParseAddrPort("127.0.0.3:1"), pkt(mustSession("C"), 1, 1))
 	onlyDrops(t, h.stats(), map[DropReason]uint64{DropTooManyStreams: 1})
 }
+
+// TestRestartAB: with A/B feeds streams are keyed by session alone, so a
+// publisher restarted under the same name (new source ports on both
+// feeds, sequence 1 again) must be told apart by its sequence: it is a
+// new incarnation, and the lagging feed's late copies of the first run
+// are not mistaken for it. Before, the new run was dropped as duplicates
+// of the first.
+func TestRestartAB(t *testing.T) {
+	h := newHarness(t, Config{Secondary: netip.MustParseAddrPort("239.7.7.9:31000")})
+	newA := netip.MustParseAddrPort("127.0.0.1:50001")
+	h.sendRun(srcA, sessA, 1, 101, 10)
+	h.feed(srcA, eos(sessA, 101))
+	h.feed(srcA, pkt(sessA, 91, 10)) // a late copy of the first run
+	h.sendRun(newA, sessA, 1, 51, 10)
+	id1 := StreamID{Session: sessA, Incarnation: 1}
+	require.Equal(t, seqRange(1, 101), h.seqsOf(StreamID{Session: sessA}))
+	require.Equal(t, seqRange(1, 51), h.seqsOf(id1))
+	require.EqualValues(t, 1, h.stats().Incarnations)
+}
