@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -87,6 +88,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
 	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
+	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,13 +122,31 @@ order-book messages at --rate until --count messages or --duration.`)
 		sinks = append(sinks, cache)
 		fmt.Fprintf(os.Stderr, "mdbus pub: re-requests on %s\n", srv.Addr())
 	}
+	var pj *pubJournal
+	if j, err := jf.open(); err != nil || j != nil {
+		if err != nil {
+			return err
+		}
+		pj = &pubJournal{j: j}
+		sinks = append(sinks, pj)
+	}
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
 		Linger: *linger, Sinks: sinks,
 	})
 	if err != nil {
+		if pj != nil {
+			pj.j.Close()
+		}
 		return err
+	}
+	if pj != nil {
+		if err := pj.start(pub); err != nil {
+			pub.Close()
+			pj.finish(pub)
+			return err
+		}
 	}
 	fmt.Fprintf(os.Stderr, "mdbus pub: session %s -> %s via %s (ttl %d)\n", pub.Session(), group, *gf.ifname, *ttl)
 	var sent int
@@ -136,6 +156,9 @@ order-book messages at --rate until --count messages or --duration.`)
 		sent, err = pubLines(ctx, pub, os.Stdin)
 	}
 	cerr := pub.Close()
+	if pj != nil {
+		cerr = errors.Join(cerr, pj.finish(pub))
+	}
 	st := pub.Stats()
 	fmt.Fprintf(os.Stderr, "mdbus pub: sent %d messages in %d packets, next sequence %d\n", sent, st.Packets, pub.NextSeq())
 	if err != nil {

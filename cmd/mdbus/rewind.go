@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 )
 
@@ -19,7 +20,9 @@ func runRewind(ctx context.Context, args []string, stdout io.Writer) error {
 re-requests from that cache on --listen, unicast to the requester or on
 --repair-group. When a session falls silent (its publisher died), it
 multicasts heartbeats for it on --repair-group so subscribers still find
-their tail loss.`)
+their tail loss. With --upstream it asks that retransmitter for whatever its
+own socket missed, so its history has no holes; with --journal it also
+journals the feed and answers ranges that fell out of the cache from disk.`)
 	gf := addGroupFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:31100", "unicast address:port for re-requests")
 	repair := fs.String("repair-group", "", "multicast group:port for repairs and heartbeats (optional)")
@@ -29,6 +32,8 @@ their tail loss.`)
 	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
+	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter (pub --retransmit, another rewind) to fill this rewinder's own holes from")
+	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,8 +52,19 @@ their tail loss.`)
 	if err != nil {
 		return err
 	}
-	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
-		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf,
+	up, err := parseAddr("--upstream", *upstream, false)
+	if err != nil {
+		return err
+	}
+	j, err := jf.open()
+	if err != nil {
+		return err
+	}
+	if j != nil {
+		defer j.Close()
+	}
+	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
+		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, Upstream: up, Journal: j,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
 		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate},
 	})

@@ -29,7 +29,10 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	count := fs.Int("count", 0, "exit after this many messages (0 = no limit)")
 	dur := fs.Duration("duration", 0, "exit after this long (0 = no limit)")
 	exitOnEnd := fs.Bool("exit-on-end", false, "exit when a stream ends (end-of-session packet)")
-	start := fs.Uint64("start", 0, "first sequence to expect (0 = join live at the first packet seen)")
+	start := fs.String("start", "live", "where each stream starts: live, session (its sequence 1), seq:N, time:RFC3339 (needs --journal); history comes from --journal, then --retransmit")
+	ckpt := fs.String("checkpoint", "", "resume file: the last delivered sequence per session, saved atomically every 100 ms; a restart continues after it")
+	outFile := fs.String("out", "", "with --checkpoint: append messages to this file in step with the checkpoint (exactly-once across restarts)")
+	jdir := fs.String("journal", "", "journal directory to read history (and --start time:) from")
 	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
 	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
 	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to")
@@ -73,14 +76,19 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	if *count < 0 || *dur < 0 || *stats < 0 || *rcvbuf < 0 {
 		return usageErr("--count, --duration, --stats and --rcvbuf must not be negative")
 	}
+	rs, err := parseSubResume(*start, *ckpt, *outFile, *jdir)
+	if err != nil {
+		return err
+	}
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	defer out.Flush()
+	msgOut := rs.writer(out)
 	var mu sync.Mutex
 	done := make(chan struct{})
 	var once sync.Once
 	n := 0
-	s, err := subscriber.New(subscriber.Config{
-		Group: group, Interface: *gf.ifname, Source: source, StartSeq: wire.Seq(*start), ReadBuffer: *rcvbuf, BusyPoll: *busy,
+	scfg := subscriber.Config{
+		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy,
 		Retransmitter: retrAddr, RepairGroup: repairG, Secondary: secondG, LossPolicy: policy,
 		Wrap: wrap, WrapSecondary: wrap2,
 		OnLoss: func(l subscriber.Loss) {
@@ -93,7 +101,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 			defer mu.Unlock()
 			n++
 			if *stats == 0 {
-				printMessage(out, m)
+				printMessage(msgOut, m)
 			}
 			if *count > 0 && n >= *count {
 				once.Do(func() { close(done) })
@@ -107,11 +115,22 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 				once.Do(func() { close(done) })
 			}
 		},
-	})
-	if err != nil {
-		return err
 	}
-	defer s.Close()
+	feedStats := func() subscriber.Stats { return rs.stats() }
+	if rs.enabled {
+		if err := rs.open(scfg); err != nil {
+			rs.close()
+			return err
+		}
+		defer rs.close()
+	} else {
+		s, err := subscriber.New(scfg)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		feedStats = s.Stats
+	}
 	var tick <-chan time.Time
 	if *stats > 0 {
 		t := time.NewTicker(*stats)
@@ -132,7 +151,8 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		case <-end:
 			return nil
 		case <-tick:
-			st, streams := s.Stats(), len(s.Streams())
+			st := feedStats()
+			streams := st.Streams
 			mu.Lock() // never call into the subscriber while holding mu: OnMessage takes mu under the subscriber's lock
 			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d naks %d recovered %d lost %d (recovery p50 %v p99 %v) kernel-drops %d streams %d\n",
 				time.Now().Format("15:04:05"), st.Messages, st.Messages-last.Messages, st.Packets, st.Bytes,

@@ -11,6 +11,7 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/impair"
@@ -56,7 +57,7 @@ func TestAcceptancePublisherCrash(t *testing.T) {
 	netlab.Require(t)
 	feed := netip.MustParseAddrPort("239.192.25.1:32060")
 	repair := netip.MustParseAddrPort("239.192.25.2:32061")
-	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
+	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
 		Feed:      feed,
 		Server:    retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), RepairGroup: repair},
 		Heartbeat: 100 * time.Millisecond,

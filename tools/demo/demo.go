@@ -19,6 +19,7 @@ import (
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/impair"
@@ -134,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		s    *subscriber.Subscriber
 		chk  *verify.Checker[subscriber.StreamID]
 	}
-	var rw *retransmit.Rewinder
+	var rw *recorder.Rewinder
 	repair := repairGroup(cfg.Group)
 	if !cfg.NoRewinder {
 		listen := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
@@ -142,7 +143,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			listen = netip.AddrPortFrom(netip.IPv6Loopback(), 0)
 		}
 		var err error
-		rw, err = retransmit.NewRewinder(retransmit.RewinderConfig{
+		rw, err = recorder.NewRewinder(recorder.RewinderConfig{
 			Feed: cfg.Group, Interface: cfg.Interface,
 			Server: retransmit.ServerConfig{Listen: listen, RepairGroup: repair, Interface: cfg.Interface},
 		})

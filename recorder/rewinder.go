@@ -1,4 +1,4 @@
-package retransmit
+package recorder
 
 import (
 	"errors"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -31,17 +34,33 @@ type RewinderConfig struct {
 	// Source makes the join source-specific when valid.
 	Source netip.Addr
 	// ReadBuffer is the feed socket's SO_RCVBUF request; default
-	// DefaultRewinderReadBuffer. The rewinder has nobody to ask for what
-	// it misses, so it gets more room than a subscriber (whose default
-	// is 4 MiB) to ride out a scheduling stall: a datagram the kernel
-	// drops here restarts the session's cached range.
+	// DefaultRewinderReadBuffer. Without an Upstream the rewinder has
+	// nobody to ask for what it misses, so it gets more room than a
+	// subscriber (whose default is 4 MiB) to ride out a scheduling stall:
+	// a datagram the kernel drops and nobody repairs restarts the
+	// session's cached range.
 	ReadBuffer int
+	// Upstream, when valid, is the retransmitter (the publisher's
+	// re-request server or another rewinder) the rewinder asks for what
+	// its own feed socket missed, so its history has no holes: a kernel
+	// drop costs a re-request, not the cached range.
+	Upstream netip.AddrPort
+	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
+	// its Deadline defaults to DefaultNAKDeadline.
+	NAK nak.Config
+	// Journal, when not nil, receives every message the rewinder
+	// delivers (one journal incarnation per stream incarnation, stamped
+	// with the receive time), and the server answers ranges that fell out
+	// of the cache from it. The caller opens and closes it.
+	Journal *journal.Journal
 	// Cache bounds the cached history.
-	Cache CacheConfig
+	Cache retransmit.CacheConfig
 	// Server configures the re-request server; its Sources are set by
-	// the rewinder (the cache first, then any given here, such as a
-	// journal).
-	Server ServerConfig
+	// the rewinder (the cache first, then the Journal, then any given
+	// here).
+	Server retransmit.ServerConfig
+	// Wrap, when set, wraps the feed socket (tests stall or impair it).
+	Wrap func(sock.PacketConn) sock.PacketConn
 	// Heartbeat is how long a session may be silent on the feed before
 	// the rewinder multicasts a heartbeat for it on Server.RepairGroup,
 	// and how often it repeats it: default 1 s, negative disables. Only
@@ -58,8 +77,9 @@ type RewinderConfig struct {
 // The rewinder joins live: the first packet it hears starts each session's
 // history. Start it before the publisher to hold a session from sequence 1.
 // Messages reach the cache in order, once each (the subscriber's
-// guarantee); a range the rewinder itself misses and never recovers
-// restarts that session's cached range (see Cache).
+// guarantee). A range the rewinder itself misses is asked for again from
+// Upstream when one is configured; only a range that nobody can repair
+// restarts that session's cached range (see retransmit.Cache).
 //
 // # Heartbeats for a silent session
 //
@@ -72,9 +92,10 @@ type RewinderConfig struct {
 // it as a repair-path heartbeat: a gap if they are behind, nothing
 // otherwise.
 type Rewinder struct {
-	cache *Cache
+	cache *retransmit.Cache
 	sub   *subscriber.Subscriber
-	srv   *Server
+	srv   *retransmit.Server
+	tap   *tap // nil without a Journal
 
 	mu       sync.Mutex
 	sessions map[wire.Session]*rewound
@@ -96,28 +117,38 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	if !cfg.Feed.IsValid() {
 		return nil, fmt.Errorf("%w: rewinder: no feed group", ErrConfig)
 	}
-	r := &Rewinder{cache: NewCache(cfg.Cache), sessions: map[wire.Session]*rewound{}, stop: make(chan struct{})}
+	r := &Rewinder{cache: retransmit.NewCache(cfg.Cache), sessions: map[wire.Session]*rewound{}, stop: make(chan struct{})}
 	srvCfg := cfg.Server
-	srvCfg.Sources = append([]Source{r.cache}, cfg.Server.Sources...)
+	srvCfg.Sources = []retransmit.Source{r.cache}
+	if cfg.Journal != nil {
+		r.tap = newTap(cfg.Journal, orDiscard(cfg.Logger))
+		r.tap.upstream = cfg.Upstream
+		srvCfg.Sources = append(srvCfg.Sources, cfg.Journal)
+	}
+	srvCfg.Sources = append(srvCfg.Sources, cfg.Server.Sources...)
 	if srvCfg.Logger == nil {
 		srvCfg.Logger = cfg.Logger
 	}
-	srv, err := NewServer(srvCfg)
+	srv, err := retransmit.NewServer(srvCfg)
 	if err != nil {
-		return nil, fmt.Errorf("retransmit: rewinder: %w", err)
+		return nil, fmt.Errorf("recorder: rewinder: %w", err)
 	}
 	r.srv = srv
 	if cfg.ReadBuffer <= 0 {
 		cfg.ReadBuffer = DefaultRewinderReadBuffer
 	}
+	if cfg.NAK.Deadline <= 0 && cfg.Upstream.IsValid() {
+		cfg.NAK.Deadline = DefaultNAKDeadline
+	}
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cfg.ReadBuffer,
-		OnMessage:  r.onMessage,
+		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, NAK: cfg.NAK, Wrap: cfg.Wrap,
+		OnMessage: r.onMessage,
+		OnEnd:     r.onEnd,
 	})
 	if err != nil {
 		srv.Close()
-		return nil, fmt.Errorf("retransmit: rewinder: %w", err)
+		return nil, fmt.Errorf("recorder: rewinder: %w", err)
 	}
 	r.sub = sub
 	r.hbEvery = cfg.Heartbeat
@@ -127,14 +158,23 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	if g := cfg.Server.RepairGroup; g.IsValid() && r.hbEvery > 0 {
 		if err := r.startHeartbeats(g, cfg.Server.Interface, cfg.Server.TTL); err != nil {
 			r.Close()
-			return nil, fmt.Errorf("retransmit: rewinder: %w", err)
+			return nil, fmt.Errorf("recorder: rewinder: %w", err)
 		}
 	}
 	return r, nil
 }
 
+func (r *Rewinder) onEnd(id subscriber.StreamID, next wire.Seq) {
+	if r.tap != nil {
+		r.tap.end(id, next)
+	}
+}
+
 func (r *Rewinder) onMessage(m subscriber.Message) {
 	r.cache.Add(m.Stream.Session, m.Seq, m.Data)
+	if r.tap != nil {
+		r.tap.message(m)
+	}
 	r.mu.Lock()
 	rw := r.sessions[m.Stream.Session]
 	if rw == nil {
@@ -202,10 +242,19 @@ func (r *Rewinder) heartbeats() {
 func (r *Rewinder) Addr() netip.AddrPort { return r.srv.Addr() }
 
 // Cache is the rewinder's cache.
-func (r *Rewinder) Cache() *Cache { return r.cache }
+func (r *Rewinder) Cache() *retransmit.Cache { return r.cache }
 
 // ServerStats are the server's counters.
-func (r *Rewinder) ServerStats() ServerStats { return r.srv.Stats() }
+func (r *Rewinder) ServerStats() retransmit.ServerStats { return r.srv.Stats() }
+
+// JournalStats are the journal writes' counters and the first journal
+// error (zero and nil without a Journal).
+func (r *Rewinder) JournalStats() (TapStats, error) {
+	if r.tap == nil {
+		return TapStats{}, nil
+	}
+	return r.tap.stats()
+}
 
 // FeedStats are the feed subscriber's counters.
 func (r *Rewinder) FeedStats() subscriber.Stats { return r.sub.Stats() }
@@ -225,6 +274,9 @@ func (r *Rewinder) Close() error {
 	var errs []error
 	if r.sub != nil {
 		errs = append(errs, r.sub.Close())
+	}
+	if r.tap != nil {
+		errs = append(errs, r.tap.close())
 	}
 	errs = append(errs, r.srv.Close())
 	if r.hbConn != nil {

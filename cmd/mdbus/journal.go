@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/tools/fetch"
+	"github.com/mdbus/mdbus/wire"
+)
+
+func init() {
+	register("journal", "inspect and maintain a journal: list, verify, dump, compact, repair", runJournal)
+}
+
+const journalUsage = `Usage: mdbus journal list|verify|dump|compact|repair [flags] DIR
+
+  list     streams, their segments, sequence and time ranges, sizes, compression
+  verify   read every record (CRC and sequence checks); exit 1 on corruption,
+           naming the segment file and byte offset
+  dump     print records as text, hex or JSON lines (--format)
+  compact  zstd-compress every sealed segment not compressed yet
+  repair   rewrite corrupt segments, fetching the damaged ranges from a
+           retransmitter or rewinder (--from ADDR) instead of cutting them
+
+Run "mdbus journal SUBCOMMAND -h" for its flags.
+`
+
+func runJournal(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, journalUsage)
+		return usageErr("a subcommand is required")
+	}
+	switch args[0] {
+	case "list":
+		return journalList(args[1:], stdout)
+	case "verify":
+		return journalVerify(args[1:], stdout)
+	case "dump":
+		return journalDump(args[1:], stdout)
+	case "compact":
+		return journalCompact(args[1:], stdout)
+	case "repair":
+		return journalRepair(ctx, args[1:], stdout)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, journalUsage)
+		return nil
+	}
+	return usageErr("unknown journal subcommand %q (want list, verify, dump, compact or repair)", args[0])
+}
+
+// journalFlags parses the flags every subcommand shares and the DIR.
+type journalFlags struct {
+	session *string
+}
+
+func parseJournalArgs(name, about string, args []string, extra func(fs *flag.FlagSet)) (string, journalFlags, error) {
+	fs := newFlags("journal "+name, "[flags] DIR", about)
+	jf := journalFlags{session: fs.String("session", "", "only streams of this session")}
+	fs.Bool("netns", false, "run inside a private user+network namespace")
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", jf, err
+	}
+	if fs.NArg() != 1 {
+		return "", jf, usageErr("want exactly one journal directory, got %d arguments", fs.NArg())
+	}
+	return fs.Arg(0), jf, nil
+}
+
+func (jf journalFlags) streams(j *journal.Journal) ([]journal.StreamInfo, error) {
+	all := j.Streams()
+	if *jf.session == "" {
+		return all, nil
+	}
+	s, err := wire.ParseSession(*jf.session)
+	if err != nil {
+		return nil, usageErr("--session: %v", err)
+	}
+	var out []journal.StreamInfo
+	for _, in := range all {
+		if in.ID.Session == s {
+			out = append(out, in)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no stream of session %q in %s", *jf.session, j.Dir())
+	}
+	return out, nil
+}
+
+func fmtTime(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000000000Z")
+}
+
+func journalList(args []string, stdout io.Writer) error {
+	dir, jf, err := parseJournalArgs("list", "Lists the streams of a journal and their segments.", args, nil)
+	if err != nil {
+		return err
+	}
+	j, err := journal.Open(dir, journal.Config{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	infos, err := jf.streams(j)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	for _, in := range infos {
+		ended := ""
+		if in.Ended {
+			ended = ", ended"
+		}
+		fmt.Fprintf(w, "stream %s: seq [%d, %d) %d messages, time %s .. %s, %d segments (%d compressed), %d bytes%s\n",
+			in.ID, in.First, in.Next, in.Next-in.First, fmtTime(in.FirstTime), fmtTime(in.LastTime),
+			in.Segments, in.Compressed, in.Bytes, ended)
+		segs, err := j.Segments(in.ID)
+		if err != nil {
+			return err
+		}
+		for _, s := range segs {
+			kind := "plain"
+			if s.Compressed {
+				kind = "zstd"
+			}
+			if s.Newest {
+				kind += ", newest"
+			}
+			fmt.Fprintf(w, "  %s  seq [%d, %d)  %d bytes  %s\n", s.Path, s.First, s.Next, s.Bytes, kind)
+		}
+	}
+	for _, t := range j.TornTails() {
+		fmt.Fprintf(w, "torn tail: %s from offset %d (%d bytes), cut at the next read-write open\n", t.Path, t.Offset, t.Bytes)
+	}
+	return nil
+}
+
+func journalVerify(args []string, stdout io.Writer) error {
+	dir, jf, err := parseJournalArgs("verify", `Reads every record of every segment, checking lengths, CRC-32C and sequence
+continuity. Exits 1 when anything is corrupt, naming the file and byte
+offset of the first bad record of each damaged segment. Does not modify the
+journal (a torn tail is reported, not cut).`, args, nil)
+	if err != nil {
+		return err
+	}
+	j, err := journal.Open(dir, journal.Config{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	infos, err := jf.streams(j)
+	if err != nil {
+		return err
+	}
+	var first *journal.CorruptError
+	nbad := 0
+	for _, in := range infos {
+		bad, err := j.Verify(in.ID)
+		if err != nil {
+			return err
+		}
+		if len(bad) == 0 {
+			fmt.Fprintf(stdout, "ok      %s: seq [%d, %d), %d segments\n", in.ID, in.First, in.Next, in.Segments)
+			continue
+		}
+		for _, ce := range bad {
+			fmt.Fprintf(stdout, "CORRUPT %s: %s at offset %d: %s\n", in.ID, ce.Path, ce.Offset, ce.Reason)
+			if first == nil {
+				first = ce
+			}
+			nbad++
+		}
+	}
+	for _, t := range j.TornTails() {
+		fmt.Fprintf(stdout, "torn tail %s from offset %d (%d bytes): not corruption; cut at the next read-write open\n", t.Path, t.Offset, t.Bytes)
+	}
+	if first != nil {
+		return fmt.Errorf("%d corrupt segment(s), the first %s at offset %d; restore them with: mdbus journal repair --from ADDR %s",
+			nbad, first.Path, first.Offset, dir)
+	}
+	return nil
+}
+
+func journalDump(args []string, stdout io.Writer) error {
+	var format, from, count *string
+	dir, jf, err := parseJournalArgs("dump", `Prints records, one per line: text (sequence, time, length, quoted bytes),
+hex, or json (one object per line: session, source, incarnation, seq,
+time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
+		format = fs.String("format", "text", "text, hex or json")
+		from = fs.String("from", "", "first sequence (default: the stream's first)")
+		count = fs.String("count", "", "at most this many records per stream (default: all)")
+	})
+	if err != nil {
+		return err
+	}
+	if *format != "text" && *format != "hex" && *format != "json" {
+		return usageErr("--format %q: want text, hex or json", *format)
+	}
+	var fromSeq wire.Seq
+	if *from != "" {
+		n, err := strconv.ParseUint(*from, 10, 64)
+		if err != nil || n == 0 {
+			return usageErr("--from %q: want a sequence number from 1", *from)
+		}
+		fromSeq = wire.Seq(n)
+	}
+	limit := int64(-1)
+	if *count != "" {
+		n, err := strconv.ParseInt(*count, 10, 64)
+		if err != nil || n < 0 {
+			return usageErr("--count %q: want a count from 0", *count)
+		}
+		limit = n
+	}
+	j, err := journal.Open(dir, journal.Config{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	infos, err := jf.streams(j)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	defer w.Flush()
+	enc := json.NewEncoder(w)
+	for _, in := range infos {
+		r, err := j.OpenReader(in.ID)
+		if err != nil {
+			return err
+		}
+		if fromSeq != 0 {
+			if err := r.SeekSeq(fromSeq); err != nil {
+				r.Close()
+				return err
+			}
+		}
+		if *format != "json" {
+			fmt.Fprintf(w, "# stream %s\n", in.ID)
+		}
+		for n := int64(0); limit < 0 || n < limit; n++ {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return err
+			}
+			switch *format {
+			case "text":
+				fmt.Fprintf(w, "%d %s %d %q\n", rec.Seq, fmtTime(rec.Time), len(rec.Data), rec.Data)
+			case "hex":
+				fmt.Fprintf(w, "%d %s %d %s\n", rec.Seq, fmtTime(rec.Time), len(rec.Data), hex.EncodeToString(rec.Data))
+			case "json":
+				src := ""
+				if in.ID.Source.IsValid() {
+					src = in.ID.Source.String()
+				}
+				_ = enc.Encode(struct {
+					Session     string `json:"session"`
+					Source      string `json:"source,omitempty"`
+					Incarnation uint32 `json:"incarnation"`
+					Seq         uint64 `json:"seq"`
+					TimeNS      int64  `json:"time_ns"`
+					Len         int    `json:"len"`
+					Data        string `json:"data_hex"`
+				}{in.ID.Session.String(), src, in.ID.Incarnation, uint64(rec.Seq), rec.Time, len(rec.Data), hex.EncodeToString(rec.Data)})
+			}
+		}
+		r.Close()
+	}
+	return nil
+}
+
+func journalCompact(args []string, stdout io.Writer) error {
+	dir, _, err := parseJournalArgs("compact", `Compresses every sealed segment (every segment but a stream's newest, and
+the newest too once its session ended) with zstd, in independently
+decodable blocks. Safe to run beside readers; not beside a writer of the
+same journal directory in another process.`, args, nil)
+	if err != nil {
+		return err
+	}
+	j, err := journal.Open(dir, journal.Config{})
+	if err != nil {
+		return err
+	}
+	n, err := j.Compact()
+	if cerr := j.Close(); err == nil {
+		err = cerr
+	}
+	fmt.Fprintf(stdout, "compressed %d segment(s)\n", n)
+	return err
+}
+
+func journalRepair(ctx context.Context, args []string, stdout io.Writer) error {
+	var from, wait *string
+	dir, jf, err := parseJournalArgs("repair", `Rewrites every corrupt segment: the records that still read back are kept
+and each damaged range is re-requested (MoldUDP64, unicast) from the
+retransmitter or rewinder at --from, which must hold it. Each segment is
+rewritten whole to a new file, synced and renamed over the damaged one:
+acknowledged data is never cut. Stop writers of the journal first.`, args, func(fs *flag.FlagSet) {
+		from = fs.String("from", "", "re-request address of a rewinder or retransmitter, e.g. 127.0.0.1:31100 (required)")
+		wait = fs.String("wait", "200ms", "how long to wait for answers before asking again (10 silent waits fail)")
+	})
+	if err != nil {
+		return err
+	}
+	if *from == "" {
+		return usageErr("--from ADDR is required: the re-request address of a rewinder or retransmitter holding the range")
+	}
+	server, err := parseAddr("--from", *from, false)
+	if err != nil {
+		return err
+	}
+	wd, err := time.ParseDuration(*wait)
+	if err != nil || wd <= 0 {
+		return usageErr("--wait %q: want a positive duration like 200ms", *wait)
+	}
+	j, err := journal.Open(dir, journal.Config{})
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	infos, err := jf.streams(j)
+	if err != nil {
+		return err
+	}
+	repaired := 0
+	for _, in := range infos {
+		id := in.ID
+		filled, err := j.Repair(id, func(r journal.Range) ([][]byte, error) {
+			fmt.Fprintf(stdout, "%s: fetching [%d, %d) from %s\n", id, r.From, r.To, server)
+			return fetch.Range(ctx, fetch.Config{Server: server, Session: id.Session, Wait: wd}, r.From, r.To)
+		})
+		for _, r := range filled {
+			fmt.Fprintf(stdout, "%s: restored [%d, %d)\n", id, r.From, r.To)
+		}
+		repaired += len(filled)
+		if err != nil {
+			return err
+		}
+	}
+	if repaired == 0 {
+		fmt.Fprintln(stdout, "nothing to repair")
+	}
+	return nil
+}

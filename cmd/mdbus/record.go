@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
+	"github.com/mdbus/mdbus/wire"
+)
+
+func init() {
+	register("record", "journal every stream of a multicast group to disk", runRecord)
+}
+
+// journalWriteFlags are the flags of the commands that write a journal.
+type journalWriteFlags struct {
+	dir, fsync *string
+	every      *time.Duration
+}
+
+func addJournalWriteFlags(fs *flag.FlagSet, required bool) journalWriteFlags {
+	help := "journal directory (created if missing)"
+	if !required {
+		help = "also journal to this directory (created if missing)"
+	}
+	return journalWriteFlags{
+		dir:   fs.String("journal", "", help),
+		fsync: fs.String("fsync", "interval", "when records are fsynced: none (the OS decides), interval (every --fsync-every), every (each record)"),
+		every: fs.Duration("fsync-every", 10*time.Millisecond, "with --fsync interval: the most a machine crash may lose"),
+	}
+}
+
+// open opens the journal, or returns nil when --journal was not given.
+func (f journalWriteFlags) open() (*journal.Journal, error) {
+	if *f.dir == "" {
+		return nil, nil
+	}
+	cfg := journal.Config{SyncInterval: *f.every}
+	switch *f.fsync {
+	case "none":
+		cfg.Sync = journal.SyncNone
+	case "interval":
+		cfg.Sync = journal.SyncInterval
+	case "every":
+		cfg.Sync = journal.SyncEvery
+	default:
+		return nil, usageErr("--fsync %q: want none, interval or every", *f.fsync)
+	}
+	if *f.every <= 0 {
+		return nil, usageErr("--fsync-every %v: want a positive duration like 10ms", *f.every)
+	}
+	j, err := journal.Open(*f.dir, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", *f.dir, err)
+	}
+	return j, nil
+}
+
+func runRecord(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("record", "--journal DIR [flags]", `Joins a feed and journals every stream it hears (one journal incarnation per
+stream incarnation: a new source port, a sequence restart, the stream after
+an end of session), each message stamped with its receive time. With
+--upstream it asks that retransmitter (pub --retransmit, rewind) for
+whatever its own socket missed, so the journal has no holes. Read the
+journal back with mdbus replay.`)
+	gf := addGroupFlags(fs)
+	jf := addJournalWriteFlags(fs, true)
+	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter to fill this recorder's own holes from")
+	repair := fs.String("repair-group", "", "with --upstream: also join this repair group:port")
+	fromStart := fs.Bool("from-start", false, "with --upstream: record each session from sequence 1, fetching what came before the join")
+	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
+	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *jf.dir == "" {
+		return usageErr("--journal DIR is required")
+	}
+	if *rcvbuf < 0 || *stats < 0 {
+		return usageErr("--rcvbuf and --stats must not be negative")
+	}
+	group, source, err := gf.parse()
+	if err != nil {
+		return err
+	}
+	up, err := parseAddr("--upstream", *upstream, false)
+	if err != nil {
+		return err
+	}
+	rg, err := parseAddr("--repair-group", *repair, true)
+	if err != nil {
+		return err
+	}
+	if *fromStart && !up.IsValid() {
+		return usageErr("--from-start needs --upstream: the history before the join must come from somewhere")
+	}
+	j, err := jf.open()
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	var start wire.Seq
+	if *fromStart {
+		start = 1
+	}
+	rec, err := recorder.NewRecorder(recorder.Config{
+		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf,
+		Upstream: up, RepairGroup: rg, StartSeq: start, Journal: j,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "mdbus record: journaling %s into %s\n", group, *jf.dir)
+	var tick <-chan time.Time
+	if *stats > 0 {
+		t := time.NewTicker(*stats)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			err := rec.Close()
+			ts, jerr := rec.Stats()
+			fmt.Fprintf(os.Stderr, "mdbus record: journaled %d messages (%d bytes) in %d incarnations\n", ts.Messages, ts.Bytes, ts.Incarnations)
+			if jerr != nil {
+				return jerr
+			}
+			return err
+		case <-tick:
+			ts, jerr := rec.Stats()
+			fst := rec.FeedStats()
+			fmt.Fprintf(stdout, "%s journaled %d msgs %d bytes, %d incarnations, %d ended | kernel drops %d, NAKs %d, recovered %d, lost %d\n",
+				time.Now().Format("15:04:05"), ts.Messages, ts.Bytes, ts.Incarnations, ts.Ended,
+				fst.KernelDrops, fst.NAKs, fst.Recovered, fst.LostMessages)
+			if jerr != nil {
+				rec.Close()
+				return fmt.Errorf("journal failed (recording stopped): %w", jerr)
+			}
+		}
+	}
+}
+
+// pubJournal is the Sink of pub --journal: the journal writer is created
+// once the publication has a session and a source port, before the first
+// message is published (the publisher offers sinks data packets only).
+type pubJournal struct {
+	j *journal.Journal
+	w atomic.Pointer[journal.Writer]
+}
+
+func (p *pubJournal) SentPacket(pkt []byte) {
+	if w := p.w.Load(); w != nil {
+		w.SentPacket(pkt)
+	}
+}
+
+// start creates the writer for pub's session.
+func (p *pubJournal) start(pub *publisher.Publication) error {
+	w, err := p.j.Create(pub.Session(), pub.LocalAddr(), pub.NextSeq())
+	if err != nil {
+		return fmt.Errorf("journal session %s: %w", pub.Session(), err)
+	}
+	p.w.Store(w)
+	return nil
+}
+
+// finish records the end of session after pub was closed, and closes the
+// writer and the journal.
+func (p *pubJournal) finish(pub *publisher.Publication) error {
+	var errs []error
+	if w := p.w.Load(); w != nil {
+		errs = append(errs, w.Err(), w.End(pub.NextSeq()), w.Close())
+	}
+	errs = append(errs, p.j.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
+	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/tools/synth"
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// envChildRecorder carries "group|upstream|journal dir" to the recorder
+// process of TestAcceptanceRecorderCrash.
+const envChildRecorder = "MDBUS_E2E_CHILD_RECORDER"
+
+// TestChildRecorder is not a test: it is the recorder process that
+// TestAcceptanceRecorderCrash starts and kills. It records the feed into
+// the journal (fsync every 10 ms) until the end of session (at most 120 s).
+func TestChildRecorder(t *testing.T) {
+	env := os.Getenv(envChildRecorder)
+	if env == "" {
+		t.Skip("helper process for TestAcceptanceRecorderCrash")
+	}
+	f := strings.Split(env, "|")
+	require.Len(t, f, 3)
+	j, err := journal.Open(f[2], journal.Config{Sync: journal.SyncInterval, SyncInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	rec, err := recorder.NewRecorder(recorder.Config{Feed: netip.MustParseAddrPort(f[0]), Upstream: netip.MustParseAddrPort(f[1]), Journal: j,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(f[2]+".ready", nil, 0o644))
+	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ts, _ := rec.Stats(); ts.Ended > 0 {
+			break
+		}
+	}
+	require.NoError(t, rec.Close())
+	ts, jerr := rec.Stats()
+	require.NoError(t, jerr)
+	fmt.Fprintf(os.Stderr, "child recorder %d: %+v\n", os.Getpid(), ts)
+	require.NoError(t, j.Close())
+}
+
+// Acceptance 1 with the real recorder (issue 8): a recorder journals a
+// 1,000,000-message stream with fsync every 10 ms and is killed with SIGKILL
+// at seeded random moments, 20 times. After each kill the journal reopens
+// with every record byte-identical to what was sent (a torn tail is
+// truncated); each restart continues the same incarnation at the next
+// sequence (fetching what it missed while down from the publisher's
+// retransmitter), so the final journal is one incarnation holding exactly
+// the stream.
+func TestAcceptanceRecorderCrash(t *testing.T) {
+	netlab.Require(t)
+	n := scale(1_000_000, 100_000)
+	rate := float64(scale(50_000, 20_000))
+	const kills = 20
+	group := netip.MustParseAddrPort("239.192.29.1:32100")
+	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 2 << 20, MaxBytes: 512 << 20})
+	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
+		Sources: []retransmit.Source{cache}, RateBytes: 500e6, RequesterRateBytes: 500e6})
+	require.NoError(t, err)
+	defer srv.Close()
+	dir := filepath.Join(t.TempDir(), "journal")
+	ready := dir + ".ready"
+	env := envChildRecorder + "=" + strings.Join([]string{group.String(), srv.Addr().String(), dir}, "|")
+	start := func() *exec.Cmd {
+		if err := os.Remove(ready); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestChildRecorder$", "-test.count=1")
+		cmd.Env = append(os.Environ(), env)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		require.NoError(t, cmd.Start())
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(ready); err == nil {
+				return cmd
+			}
+			require.True(t, time.Now().Before(deadline), "recorder did not start")
+		}
+	}
+
+	const seed = 99
+	var sent [][]byte
+	gen := synth.New(seed)
+	var buf []byte
+	for range n {
+		buf = gen.Next(buf[:0])
+		sent = append(sent, bytes.Clone(buf))
+	}
+	// check reopens the journal and compares every record with what was
+	// sent; it returns the newest incarnation's bounds.
+	session, _ := wire.ParseSession("CRASHREC")
+	check := func() (infos []journal.StreamInfo, torn int) {
+		j, err := journal.Open(dir, journal.Config{})
+		require.NoError(t, err)
+		defer j.Close()
+		for _, si := range j.Streams() {
+			if si.ID.Session != session {
+				continue
+			}
+			infos = append(infos, si)
+			r, err := j.OpenReader(si.ID)
+			require.NoError(t, err)
+			for seq := si.First; ; seq++ {
+				rec, err := r.Next()
+				if errors.Is(err, io.EOF) {
+					require.Equal(t, si.Next, seq)
+					break
+				}
+				require.NoError(t, err)
+				require.Equal(t, seq, rec.Seq)
+				require.True(t, bytes.Equal(sent[seq-1], rec.Data), "record %d differs from what was sent", seq)
+			}
+			r.Close()
+		}
+		return infos, len(j.TornTails())
+	}
+
+	cmd := start()
+	pub, err := publisher.New(publisher.Config{Group: group, Session: "CRASHREC", Sinks: []publisher.Sink{cache},
+		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	defer pub.Close()
+	published := make(chan error, 1)
+	go func() {
+		for _, m := range sent {
+			if _, err := pub.Publish(m); err != nil {
+				published <- err
+				return
+			}
+		}
+		published <- nil
+	}()
+	rng := rand.New(rand.NewPCG(seed, 20))
+	span := time.Duration(float64(n) / rate * float64(time.Second))
+	tornTotal := 0
+	for k := range kills {
+		time.Sleep(time.Duration(rng.Int64N(int64(span / (kills + 1)))))
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+		infos, torn := check()
+		tornTotal += torn
+		require.Len(t, infos, 1, "one incarnation: each restart continued it")
+		t.Logf("%s kill %d: journal holds [%d, %d), %d torn tail(s) truncated", time.Now().Format("05.000"), k+1, infos[0].First, infos[0].Next, torn)
+		cmd = start()
+	}
+	select {
+	case err := <-published:
+		require.NoError(t, err)
+	case <-time.After(3*span + 60*time.Second):
+		t.Fatal("publishing did not finish")
+	}
+	require.NoError(t, pub.Close()) // end of session: the last recorder exits after it
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "final recorder")
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatal("final recorder did not see the end of session")
+	}
+	infos, _ := check()
+	require.Len(t, infos, 1)
+	require.Equal(t, wire.Seq(1), infos[0].First)
+	require.Equal(t, wire.Seq(n+1), infos[0].Next)
+	require.True(t, infos[0].Ended)
+	t.Logf("%d SIGKILLs: one incarnation holding all %d messages byte-identical, %d torn tails truncated on reopen", kills, n, tornTotal)
+}

@@ -1,0 +1,134 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// DefaultNAKDeadline is how long a Recorder, or a Rewinder with an
+// Upstream, keeps asking for a missing range before it gives it up: ten
+// times a subscriber's default, since a recorder's history matters more
+// than its latency, and a range given up splits the journal into two
+// incarnations.
+const DefaultNAKDeadline = 10 * time.Second
+
+// Config configures a Recorder. The zero value of each field is its
+// default, except Feed and Journal, which are required.
+type Config struct {
+	// Feed is the multicast group:port to record.
+	Feed netip.AddrPort
+	// Interface to join the feed on; default "lo".
+	Interface string
+	// Source makes the join source-specific when valid.
+	Source netip.Addr
+	// ReadBuffer is the feed socket's SO_RCVBUF request; default
+	// DefaultRewinderReadBuffer (the recorder, like the rewinder, should
+	// ride out a stall without asking anybody).
+	ReadBuffer int
+	// Upstream, when valid, is the retransmitter asked for whatever the
+	// recorder's own socket missed, so the journal has no holes.
+	Upstream netip.AddrPort
+	// RepairGroup, when valid, is the repair group joined as well (with
+	// Upstream: repairs multicast there fill the recorder's holes too).
+	RepairGroup netip.AddrPort
+	// StartSeq is the first sequence recorded of every stream: 0 joins
+	// live (the first packet heard starts the recording), 1 records each
+	// session from its start, fetching what came before the join from
+	// Upstream (within subscriber.Config.MaxGap and NAK.MaxPending).
+	StartSeq wire.Seq
+	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
+	// its Deadline defaults to DefaultNAKDeadline.
+	NAK nak.Config
+	// Journal receives the recording. The caller opens and closes it.
+	Journal *journal.Journal
+	// Wrap, when set, wraps the feed socket (tests stall or impair it).
+	Wrap func(sock.PacketConn) sock.PacketConn
+	// Logger receives warnings; default slog.Default() for the feed
+	// subscriber, discard for the recorder's own messages.
+	Logger *slog.Logger
+}
+
+// Recorder subscribes to a feed and journals every stream it hears: one
+// journal incarnation per stream incarnation (a new source port, a
+// sequence restart, the stream after an end of session), each record
+// stamped with its receive time. With an Upstream it asks for what it
+// missed, so what it journals is every message of each stream from its
+// first, in order, once.
+//
+// A recorder restarted over the same journal continues each live stream's
+// newest incarnation (same session and source, not ended), fetching the
+// messages it missed while it was down from Upstream first; without an
+// Upstream, or when the fetch fails, the stream gets a new incarnation.
+//
+// A range that nobody could repair (declared lost by the subscriber)
+// cannot be journaled: the recording continues in a new incarnation after
+// it, and Stats counts it (Restarts).
+type Recorder struct {
+	sub *subscriber.Subscriber
+	tap *tap
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// NewRecorder starts a recorder.
+func NewRecorder(cfg Config) (*Recorder, error) {
+	if !cfg.Feed.IsValid() {
+		return nil, fmt.Errorf("%w: no feed group", ErrConfig)
+	}
+	if cfg.Journal == nil {
+		return nil, fmt.Errorf("%w: no journal", ErrConfig)
+	}
+	if cfg.ReadBuffer <= 0 {
+		cfg.ReadBuffer = DefaultRewinderReadBuffer
+	}
+	if cfg.NAK.Deadline <= 0 {
+		cfg.NAK.Deadline = DefaultNAKDeadline
+	}
+	r := &Recorder{tap: newTap(cfg.Journal, orDiscard(cfg.Logger))}
+	r.tap.upstream = cfg.Upstream
+	sub, err := subscriber.New(subscriber.Config{
+		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
+		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, RepairGroup: cfg.RepairGroup,
+		StartSeq: cfg.StartSeq, NAK: cfg.NAK, Wrap: cfg.Wrap,
+		OnMessage: r.tap.message,
+		OnEnd:     r.tap.end,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recorder: %w", err)
+	}
+	r.sub = sub
+	return r, nil
+}
+
+// Stats returns what the recorder journaled and the first journal error
+// (a full disk, a deleted directory); after an error the recorder keeps
+// running but does not record the stream that failed.
+func (r *Recorder) Stats() (TapStats, error) { return r.tap.stats() }
+
+// FeedStats are the feed subscriber's counters (kernel drops, NAKs,
+// recovered and lost messages).
+func (r *Recorder) FeedStats() subscriber.Stats { return r.sub.Stats() }
+
+// Close stops the feed subscriber and then syncs and closes every journal
+// writer. A second call returns ErrClosed.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	r.closed = true
+	r.mu.Unlock()
+	return errors.Join(r.sub.Close(), r.tap.close())
+}

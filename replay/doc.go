@@ -1,0 +1,34 @@
+// Package replay paces recorded messages back out: at the recorded pace,
+// at a speed factor, at a fixed rate or as fast as possible, optionally in
+// a loop, with progress reports. It knows nothing of sockets or files: a
+// Source yields journal records in order and an emit function sends or
+// prints each one (mdbus replay wires a journal reader to a publisher or
+// to stdout).
+//
+// # Pacing without drift
+//
+// Every message's target time is computed from the anchor, never from the
+// previous message: with speed F the message stamped ts is due at
+//
+//	start + (ts - ts0) / F
+//
+// where start is when the first message was emitted and ts0 its
+// timestamp; with a fixed rate R the i-th message (from 0) is due at
+// start + i/R. A late wake-up delays one message and is not carried into
+// the next, so the error does not accumulate over a long replay. A message
+// already due (the replay fell behind) is emitted at once.
+//
+// The pacer sleeps until Spin before the target and then spins (yielding
+// the processor) to the target, since a timer wake-up is often later than
+// asked by tens to hundreds of microseconds.
+//
+// # Usage
+//
+//	p := replay.NewPacer(replay.Config{Speed: 10})
+//	for {
+//		rec, err := src.Next()
+//		if err != nil { break }
+//		if err := p.Wait(ctx, rec.Time); err != nil { break } // ctx cancelled
+//		send(rec)
+//	}
+package replay

@@ -1,0 +1,134 @@
+package resume
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/stretchr/testify/require"
+)
+
+// feed is a publisher with a cache and a re-request server.
+type feed struct {
+	pub   *publisher.Publication
+	srv   *retransmit.Server
+	cache *retransmit.Cache
+}
+
+func newFeed(t *testing.T, group netip.AddrPort, session string) *feed {
+	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 1 << 20})
+	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
+		Sources: []retransmit.Source{cache}, RequesterRateBytes: 1e9, RateBytes: 1e9})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	pub, err := publisher.New(publisher.Config{Group: group, Session: session, Sinks: []publisher.Sink{cache},
+		HeartbeatInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { pub.Close() })
+	return &feed{pub, srv, cache}
+}
+
+func msg(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte("m"), i) }
+
+func (f *feed) publish(t *testing.T, from, to uint64) {
+	for i := from; i < to; i++ {
+		_, err := f.pub.Publish(msg(i))
+		require.NoError(t, err)
+	}
+}
+
+// collector checks that it gets 1, 2, 3, ... of one session, once each.
+type collector struct {
+	mu   sync.Mutex
+	next uint64
+	err  error
+}
+
+func (c *collector) on(m subscriber.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	if uint64(m.Seq) != c.next || string(m.Data) != string(msg(c.next)) {
+		c.err = fmt.Errorf("got seq %d %x, want %d", m.Seq, m.Data, c.next)
+		return
+	}
+	c.next++
+}
+
+func (c *collector) wait(t *testing.T, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c.mu.Lock()
+		next, err := c.next, c.err
+		c.mu.Unlock()
+		require.NoError(t, err)
+		if next == n+1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered up to %d, want %d", next-1, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestConsumerResumes: a consumer stops (checkpoint saved), the feed goes
+// on well beyond what subscriber NAK recovery would carry, and a new
+// consumer resumes from the checkpoint: history by re-request, then live,
+// every message once, in order.
+func TestConsumerResumes(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.192.40.1:32401")
+	f := newFeed(t, group, "RESUME")
+	path := filepath.Join(t.TempDir(), "cp")
+	col := &collector{next: 1}
+	run := func(maxBuf int) *Consumer {
+		cp, err := OpenCheckpoint(path, CheckpointConfig{})
+		require.NoError(t, err)
+		c, err := New(Config{Feed: subscriber.Config{Group: group, Retransmitter: f.srv.Addr()},
+			Checkpoint: cp, Start: Start{Kind: StartSession}, OnMessage: col.on, MaxBuffered: maxBuf})
+		require.NoError(t, err)
+		return c
+	}
+	c := run(0)
+	f.publish(t, 1, 1001) // the consumer joins late: history from 1
+	col.wait(t, 1000)
+	require.NoError(t, c.Close())
+	st := c.Stats()
+	t.Logf("first run: %+v", st)
+
+	f.publish(t, 1001, 120_001) // beyond NAK.MaxPending (65,536) while nobody listens
+	c = run(64)                 // a small live buffer: it overflows while history is fetched
+	done := make(chan struct{})
+	go func() { // the live feed keeps going during the catch-up
+		defer close(done)
+		for i := uint64(120_001); i < 150_001; i++ {
+			if _, err := f.pub.Publish(msg(i)); err != nil {
+				return
+			}
+			if i%200 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	<-done
+	col.wait(t, 150_000)
+	require.NoError(t, c.Close())
+	st = c.Stats()
+	t.Logf("second run: %+v", st)
+	require.NoError(t, st.Err)
+	require.Equal(t, uint64(1), st.CatchUps)
+	require.Zero(t, st.LostHistory)
+	require.GreaterOrEqual(t, st.History, uint64(119_000))
+}
