@@ -150,7 +150,8 @@ type stream struct {
 	end        wire.Seq // end of session; InvalidSeq until known
 	ended      bool
 	superseded bool // its source has since started another session
-	replaced   bool // a newer incarnation of its session exists: it takes nothing more
+	replaced   bool // a newer incarnation of its session took its place
+	current    bool // the current incarnation of its session (c.bySession)
 	stopped    bool // LossStop after a loss
 	lastActive monotime.Time
 	// feedNext is, per feed, one past the highest sequence the publisher's
@@ -271,11 +272,13 @@ func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time
 		if !h.IsEndOfSession() && c.restarted(s, p) {
 			s = c.incarnate(s, p)
 		}
-		if cur := c.bySession[h.Session]; cur != s && (cur == nil || c.quiet(cur)) {
-			if cur != nil {
-				c.replace(cur)
+		if !s.current {
+			if cur := c.bySession[h.Session]; cur == nil || c.quiet(cur) {
+				if cur != nil {
+					c.replace(cur)
+				}
+				c.makeCurrent(s)
 			}
-			c.bySession[h.Session] = s
 		}
 	}
 	s.lastActive = now
@@ -328,6 +331,13 @@ func (c *core) lookup(key streamKey, seq wire.Seq, now monotime.Time) *stream {
 	return c.start(key, first, c.bySession[key.session], false)
 }
 
+// makeCurrent makes s the current incarnation of its session: the one
+// that asks for repairs and receives them.
+func (c *core) makeCurrent(s *stream) {
+	c.bySession[s.key.session] = s
+	s.current = true
+}
+
 // replaceQuiet is how long the current incarnation of a session must have
 // been silent (nothing from its own source) before a new source of the
 // session takes its place: a live publisher is heard at least every
@@ -369,7 +379,7 @@ func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool) *s
 	c.created++
 	c.streams[key] = s
 	if current {
-		c.bySession[key.session] = s
+		c.makeCurrent(s)
 	}
 	c.bySource[key.source] = s
 	c.list = append(c.list, s)
@@ -387,6 +397,7 @@ func (c *core) replace(s *stream) {
 	if c.bySession[s.key.session] == s {
 		delete(c.bySession, s.key.session)
 	}
+	s.current = false
 	if !s.ended && !s.stopped {
 		if s.nak != nil {
 			c.nlost = s.nak.GiveUp(c.nlost[:0])
@@ -564,6 +575,7 @@ func (c *core) forget(s *stream) {
 	if c.bySession[s.key.session] == s {
 		delete(c.bySession, s.key.session)
 	}
+	s.current = false
 	if c.bySource[s.key.source] == s {
 		delete(c.bySource, s.key.source)
 	}

@@ -223,7 +223,7 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 			c.nreqs, c.nlost = d.Poll(now, c.nreqs[:0], c.nlost[:0])
 			// Only the current incarnation of a session asks: the answers
 			// name the session alone and go to it.
-			if c.cfg.sendNAKs && c.bySession[s.key.session] == s {
+			if c.cfg.sendNAKs && s.current {
 				for _, r := range c.nreqs {
 					n := r.Len() // <= MaxRequest <= wire.MaxCount
 					reqs = append(reqs, wire.Request{Session: s.id.Session, Seq: r.From, Count: uint16(n)})
