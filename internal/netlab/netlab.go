@@ -16,6 +16,14 @@
 //     fd77::1/64 and fd77::2/64, because IPv6 multicast does not work over
 //     lo on Linux and veth does.
 //
+// Several machines: NewHost makes a "host" inside the lab, a network
+// namespace of its own linked by a veth pair to the lab's bridge (Bridge,
+// multicast snooping off, so groups flood to every host), with addresses
+// 10.78.0.N/24 and fd78::N/64 on its link HostLink. Host.Do runs a
+// function in the host's namespace, so one test process opens sockets on
+// several hosts; Host.SetLink takes its link down and up. Everything stays
+// inside the lab's namespace.
+//
 // Tests use it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(netlab.Main(m)) }
