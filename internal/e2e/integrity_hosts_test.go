@@ -9,6 +9,7 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/impair"
@@ -55,10 +56,10 @@ func TestAcceptanceSeveralHosts(t *testing.T) {
 			rewAddr = rewH.IPv6
 		}
 		t.Run(name, func(t *testing.T) {
-			var rw *retransmit.Rewinder
+			var rw *recorder.Rewinder
 			in(t, rewH, func() {
 				var err error
-				rw, err = retransmit.NewRewinder(retransmit.RewinderConfig{
+				rw, err = recorder.NewRewinder(recorder.RewinderConfig{
 					Feed: group, Interface: netlab.HostLink,
 					Server: retransmit.ServerConfig{Listen: netip.AddrPortFrom(rewAddr, 0), RequesterRateBytes: 100e6},
 				})

@@ -10,6 +10,7 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/impair"
@@ -27,7 +28,7 @@ import (
 func TestRewinderOutlivesRestartsAndForgeries(t *testing.T) {
 	netlab.Require(t)
 	feed := netip.MustParseAddrPort("239.192.91.1:32911")
-	rw, err := retransmit.NewRewinder(retransmit.RewinderConfig{
+	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
 		Feed:   feed,
 		Server: retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), RequesterRateBytes: 100e6},
 	})

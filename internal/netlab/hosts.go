@@ -103,14 +103,18 @@ func NewHost(name string) (*Host, error) {
 			errc <- err
 			return
 		}
-		errc <- ipAll(
+		if err := ipAll(
 			[]string{"link", "set", "lo", "up"},
 			[]string{"link", "set", tmp, "name", HostLink},
 			[]string{"addr", "add", h.IPv4.String() + "/24", "dev", HostLink},
 			[]string{"-6", "addr", "add", h.IPv6.String() + "/64", "dev", HostLink, "nodad"},
 			[]string{"link", "set", HostLink, "up"},
 			[]string{"route", "add", "224.0.0.0/4", "dev", HostLink},
-		)
+		); err != nil {
+			errc <- err
+			return
+		}
+		errc <- waitMulticastRoute6(HostLink)
 	}()
 	if tid := <-tidc; tid != 0 {
 		moved <- ipAll([]string{"link", "set", tmp, "netns", fmt.Sprint(tid)})
