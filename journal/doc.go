@@ -153,6 +153,12 @@
 // steady state. Journal.Close closes the writers and readers it handed out
 // and stops the background compressor; call it after their users stopped.
 //
+// One read-write Open of a directory at a time: it holds an flock on
+// DIR/LOCK (a second one fails with ErrLocked), because recovery cuts torn
+// tails and would cut another writer's records in flight. ReadOnly opens
+// take no lock and may run beside a writer in another process; they see
+// its newest partial record as a torn tail and cut nothing.
+//
 // # Retention and compression
 //
 // With Config.RetainBytes or RetainAge, the oldest sealed segments of a

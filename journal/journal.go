@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -36,6 +37,7 @@ type Journal struct {
 	closed  bool
 	torn    []TornTail
 
+	lock *os.File      // holds the directory's write lock; nil when ReadOnly
 	comp *compressor   // nil unless cfg.Compress
 	dec  *zstd.Decoder // made on first read of a compressed segment
 }
@@ -72,8 +74,16 @@ func Open(dir string, cfg Config) (*Journal, error) {
 			return nil, fmt.Errorf("journal: create directory %s: %w", dir, err)
 		}
 	}
+	if !cfg.ReadOnly {
+		lock, err := lockDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		j.lock = lock
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
+		j.unlock()
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	for _, e := range ents {
@@ -87,6 +97,7 @@ func Open(dir string, cfg Config) (*Journal, error) {
 		}
 		st, err := j.openStream(filepath.Join(dir, e.Name()), id)
 		if err != nil {
+			j.unlock()
 			return nil, err
 		}
 		if st != nil {
@@ -413,6 +424,7 @@ func (j *Journal) Close() error {
 		j.dec = nil
 	}
 	j.mu.Unlock()
+	j.unlock()
 	return first
 }
 
@@ -763,4 +775,32 @@ func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, p
 		return dst, 0, nil
 	}
 	return enc.Bytes(), k, nil
+}
+
+// lockName is the file whose flock marks a journal open for writing.
+const lockName = "LOCK"
+
+// lockDir takes the journal's write lock: one read-write Open at a time
+// across processes, because recovery cuts torn tails and a second writer
+// would cut the first one's records in flight. ReadOnly opens take none.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal: lock %s: %w%s", dir, err, hint(err))
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("journal: %s is open for writing elsewhere (another recorder, or mdbus journal compact/repair); open it ReadOnly to read: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("journal: lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+func (j *Journal) unlock() {
+	if j.lock != nil {
+		j.lock.Close() // releases the flock
+		j.lock = nil
+	}
 }

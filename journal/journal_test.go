@@ -807,3 +807,15 @@ func TestLiveReader(t *testing.T) {
 	require.Equal(t, wire.Seq(n+1), want)
 	require.NoError(t, <-done)
 }
+
+func TestLocked(t *testing.T) {
+	dir := t.TempDir()
+	j := openJ(t, dir, Config{})
+	_, err := Open(dir, Config{})
+	require.ErrorIs(t, err, ErrLocked)
+	ro := openJ(t, dir, Config{ReadOnly: true}) // readers need no lock
+	require.NoError(t, ro.Close())
+	require.NoError(t, j.Close())
+	j = openJ(t, dir, Config{}) // released by Close
+	require.NoError(t, j.Close())
+}

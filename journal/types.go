@@ -76,6 +76,9 @@ var (
 	ErrEnded = errors.New("journal: stream has ended")
 	// ErrBusy: Resume of a stream that already has a Writer.
 	ErrBusy = errors.New("journal: stream already has a writer")
+	// ErrLocked: a read-write Open of a journal another Journal (in this
+	// or another process) has open read-write.
+	ErrLocked = errors.New("journal: directory is locked by another writer")
 	// ErrTooLarge: a message longer than MaxMessageLen.
 	ErrTooLarge = errors.New("journal: message longer than 65535 bytes")
 )

@@ -32,6 +32,9 @@ const (
 	DefaultRetry = 10 * time.Millisecond
 	// DefaultMaxRetry caps the doubling retry interval.
 	DefaultMaxRetry = 100 * time.Millisecond
+	// DefaultContinue is the quiet time after a partial answer before the
+	// rest of the range is asked for.
+	DefaultContinue = time.Millisecond
 	// DefaultDeadline is how long after a gap was first seen it is given up.
 	DefaultDeadline = time.Second
 	// DefaultMaxRequest is the largest number of messages in one re-request.
@@ -61,6 +64,16 @@ type Config struct {
 	// MaxRetry caps the doubled retry interval. Default DefaultMaxRetry
 	// (100 ms); raised to Retry when smaller.
 	MaxRetry time.Duration
+	// Continue: when repairs fill the front of a range already asked for
+	// and leave the rest missing (a MoldUDP64 server answers a request with
+	// at most one packet), the rest is asked for once no repair of it has
+	// come for Continue plus a delay drawn as for a new gap (so that the
+	// receivers of a multicast repair suppress each other's requests for
+	// the rest, as for the first NAK), instead of waiting out the retry
+	// interval: the answer was partial, not lost. Default DefaultContinue
+	// (1 ms), long enough for the packets of a larger answer, sent back to
+	// back, to arrive.
+	Continue time.Duration
 	// Deadline: a range still missing this long after its gap was first seen
 	// is given up and returned by Poll as lost. Default DefaultDeadline (1 s).
 	Deadline time.Duration
@@ -96,6 +109,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Retry, DefaultRetry)
 	def(&c.MaxRetry, DefaultMaxRetry)
 	def(&c.Deadline, DefaultDeadline)
+	def(&c.Continue, DefaultContinue)
 	c.MaxRetry = max(c.MaxRetry, c.Retry)
 	if c.MaxRequest <= 0 {
 		c.MaxRequest = DefaultMaxRequest

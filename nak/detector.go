@@ -175,7 +175,10 @@ func (d *LossDetector) fill(e *entry, n uint64) {
 
 // OnReceived records that the messages of r arrived at now, as originals or
 // repairs: they stop being tracked, so no NAK asks for them again. Pieces
-// of a range left on either side keep its timers. It returns how many
+// of a range left on either side keep its timers, but for a range already
+// asked for whose front r fills: its rest is asked for Continue after the
+// last such fill (see Config.Continue), since servers answer long ranges
+// one packet at a time. It returns how many
 // tracked-missing messages r filled and the age (now minus first seen) of
 // the oldest gap among them, for a recovery-time histogram; (0, 0) when r
 // filled nothing. Duplicates and untracked messages are ignored.
@@ -211,6 +214,19 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 			e.to = r.From
 		case e.to > r.To: // right part stays (last entry only)
 			e.from = r.To
+			if e.naks > 0 && !e.doomed {
+				// A partial answer: ask for the rest once it is over,
+				// after a random delay as for a new gap, so that the
+				// receivers of a multicast repair do not all ask at once.
+				// The server answered: the backoff starts again.
+				e.interval = 0
+				if t := now.Add(d.cfg.Continue + d.delay()); t < e.next {
+					e.next = t
+					if t := d.at(&e); t < d.due {
+						d.due = t
+					}
+				}
+			}
 		default: // covered: removed
 			if d.at(&e) <= d.due {
 				d.exact = false

@@ -198,18 +198,22 @@ func TestPartialFills(t *testing.T) {
 		filled uint64
 		age    time.Duration
 		left   []Range
+		next   time.Duration // the earliest NAK due after the fill
 	}
+	// Pieces keep the timers of the whole (next NAK at 1+10 ms), but a
+	// piece whose front was filled is asked for Continue (1 ms) plus the
+	// gap delay (1 ms) later: a partial answer.
 	for _, f := range []fill{
-		{2 * ms, rg(15, 17), 2, 2 * ms, []Range{rg(10, 15), rg(17, 30)}},             // middle: split
-		{3 * ms, rg(5, 11), 1, 3 * ms, []Range{rg(11, 15), rg(17, 30)}},              // head, overhanging
-		{3 * ms, rg(29, 40), 1, 3 * ms, []Range{rg(11, 15), rg(17, 29)}},             // tail, overhanging
-		{4 * ms, rg(14, 18), 2, 4 * ms, []Range{rg(11, 14), rg(18, 29)}},             // across two pieces
-		{4 * ms, rg(14, 18), 0, 0, []Range{rg(11, 14), rg(18, 29)}},                  // duplicate
-		{4 * ms, rg(100, 200), 0, 0, []Range{rg(11, 14), rg(18, 29)}},                // untracked
-		{4 * ms, rg(12, 12), 0, 0, []Range{rg(11, 14), rg(18, 29)}},                  // empty
-		{5 * ms, rg(20, 22), 2, 5 * ms, []Range{rg(11, 14), rg(18, 20), rg(22, 29)}}, // split again
-		{5 * ms, rg(13, 21), 3, 5 * ms, []Range{rg(11, 13), rg(22, 29)}},             // covers a piece whole
-		{6 * ms, rg(0, 1000), 9, 6 * ms, nil},                                        // everything
+		{2 * ms, rg(15, 17), 2, 2 * ms, []Range{rg(10, 15), rg(17, 30)}, 11 * ms},            // middle: split
+		{3 * ms, rg(5, 11), 1, 3 * ms, []Range{rg(11, 15), rg(17, 30)}, 5 * ms},              // head, overhanging
+		{3 * ms, rg(29, 40), 1, 3 * ms, []Range{rg(11, 15), rg(17, 29)}, 5 * ms},             // tail, overhanging
+		{4 * ms, rg(14, 18), 2, 4 * ms, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},             // across two pieces
+		{4 * ms, rg(14, 18), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},                  // duplicate
+		{4 * ms, rg(100, 200), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},                // untracked
+		{4 * ms, rg(12, 12), 0, 0, []Range{rg(11, 14), rg(18, 29)}, 5 * ms},                  // empty
+		{5 * ms, rg(20, 22), 2, 5 * ms, []Range{rg(11, 14), rg(18, 20), rg(22, 29)}, 5 * ms}, // split again
+		{5 * ms, rg(13, 21), 3, 5 * ms, []Range{rg(11, 13), rg(22, 29)}, 5 * ms},             // covers a piece whole
+		{6 * ms, rg(0, 1000), 9, 6 * ms, nil, 0},                                             // everything
 	} {
 		filled, age := d.OnReceived(t0.Add(f.at), f.r)
 		require.Equal(t, f.filled, filled, "fill %v", f.r)
@@ -217,10 +221,9 @@ func TestPartialFills(t *testing.T) {
 		require.Equal(t, f.left, d.AppendMissing(nil), "after fill %v", f.r)
 		requireInvariants(t, d)
 		if f.left != nil {
-			// Every piece keeps the timers of the whole: next NAK at 1+10 ms.
 			at, ok := d.Next()
 			require.True(t, ok)
-			require.Equal(t, t0.Add(11*ms), at)
+			require.Equal(t, t0.Add(f.next), at, "after fill %v", f.r)
 		}
 	}
 	_, ok := d.Next()
@@ -533,4 +536,35 @@ func TestOverflowEdges(t *testing.T) {
 		require.Equal(t, []Range{rg(1, 100)}, lost)
 		require.Equal(t, uint64(1), d.Stats().LostRanges)
 	})
+}
+
+// TestPartialAnswerAsksForTheRest: a server answers a request with one
+// packet; the rest of the range is asked for Continue after the last
+// repair, not a retry interval later, and its deadline is unchanged.
+func TestPartialAnswerAsksForTheRest(t *testing.T) {
+	cfg := fixedConfig(0, 10*ms, 100*ms, time.Second)
+	d := NewLossDetector(cfg)
+	d.OnGap(t0, rg(1, 1001))
+	reqs, _ := d.Poll(t0, nil, nil)
+	require.Equal(t, []Range{rg(1, 1001)}, reqs)
+	now := t0
+	for from := wire.Seq(1); from < 1001; from += 70 {
+		now = now.Add(200 * time.Microsecond) // the answer's round trip
+		to := min(from+70, 1001)
+		n, _ := d.OnReceived(now, rg(from, to))
+		require.EqualValues(t, to-from, n)
+		if to == 1001 {
+			break
+		}
+		next, ok := d.Next()
+		require.True(t, ok)
+		require.Equal(t, now.Add(DefaultContinue), next, "the rest is due Continue after the partial answer")
+		require.NoError(t, d.checkInvariants())
+		reqs, lost := d.Poll(next, nil, nil)
+		require.Empty(t, lost)
+		require.Equal(t, []Range{rg(to, 1001)}, reqs)
+		now = next
+	}
+	require.Zero(t, d.Pending())
+	require.Less(t, now.Sub(t0), 100*ms, "15 partial answers take about 15 round trips, not 15 retries")
 }

@@ -33,8 +33,13 @@
 // the new parts start a new gap. OnReceived removes the messages it covers:
 // a fully filled range is cancelled, and a partly filled one is split, each
 // piece keeping the timers of the whole (it is still the same loss event,
-// so neither piece is asked for early nor given more time). A retry is
-// never sent early: every message is asked for again only after its
+// so no piece is given more time). A retry is sent early in one case only:
+// when repairs fill the front of a range already asked for and leave the
+// rest, the answer was partial, not lost (a MoldUDP64 server answers a
+// request with at most one packet), so the rest is asked for once no
+// repair has come for Continue (1 ms) plus a delay drawn as for a new gap
+// (suppression again), instead of after the backoff interval, and its
+// backoff starts again at Retry. Otherwise every message is asked for again only after its
 // current backoff interval has elapsed since the previous request.
 //
 // Poll(now) returns the re-requests due now, split into ranges of at most

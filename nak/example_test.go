@@ -49,10 +49,11 @@ func Example() {
 	// Output:
 	// 1ms: re-request seq 100 count 5
 	// 1.3ms: repair filled 3, gap age 1.3ms
-	// 11ms: re-request seq 103 count 2
-	// 31ms: re-request seq 103 count 2
+	// 3.3ms: re-request seq 103 count 2
+	// 13.3ms: re-request seq 103 count 2
+	// 33.3ms: re-request seq 103 count 2
 	// 50ms: lost [103,105)
-	// NAKs 3, retries 2, filled 3, lost 2
+	// NAKs 4, retries 3, filled 3, lost 2
 }
 
 // A heartbeat claiming a sequence 2^40 ahead is declared lost at once by

@@ -106,6 +106,17 @@ type Config struct {
 	Linger time.Duration
 	// Sinks are offered every data packet; see Sink.
 	Sinks []Sink
+	// Grace is how long Close goes on after sending the end of session:
+	// it repeats the end of session every HeartbeatInterval (at least 5
+	// times over Grace), so that a subscriber that lost the last packets
+	// learns of it, and returns only then, so that a retransmit server
+	// fed by the Sinks is still there to answer its re-requests (the
+	// caller closes that server after Close). MoldUDP64 servers accept
+	// re-requests after the end of session for the same reason. Default:
+	// DefaultGrace (1 s, the default NAK deadline of subscribers) when
+	// there are Sinks, 0 otherwise (nothing would answer the re-requests);
+	// negative skips it.
+	Grace time.Duration
 	// Wrap, when set, wraps the socket, for example with the impairment
 	// layer in tests. Closing the wrapped PacketConn must close the socket.
 	Wrap func(packetconn.PacketConn) packetconn.PacketConn
@@ -124,7 +135,16 @@ const (
 	// (UIO_MAXIOV).
 	MaxBatchPackets = 1024
 	// MaxLinger bounds Config.Linger.
-	MaxLinger       = time.Second
+	MaxLinger = time.Second
+	// DefaultGrace is Config.Grace when zero and there are Sinks: the
+	// default deadline after which a subscriber gives up a gap
+	// (nak.DefaultDeadline).
+	DefaultGrace = time.Second
+	// MaxGrace bounds Config.Grace.
+	MaxGrace = time.Minute
+	// minGraceEnds is how many ends of session Close sends at least over
+	// Grace, whatever the heartbeat interval.
+	minGraceEnds    = 5
 	maxRingBytes    = 16 << 20
 	minQueuePackets = 16
 )
@@ -152,9 +172,14 @@ type settings struct {
 	ifi     *net.Interface
 	session wire.Session
 	maxMsg  int
+	// endEvery is how often Close repeats the end of session during the
+	// grace period.
+	endEvery time.Duration
 }
 
-func (c Config) settle() (settings, error) {
+// withDefaults validates c and returns it with defaults applied, or an
+// error naming the first invalid field.
+func (c Config) withDefaults() (settings, error) {
 	s := settings{Config: c}
 	g := c.Group
 	if !g.IsValid() || !g.Addr().IsValid() {
@@ -238,6 +263,20 @@ func (c Config) settle() (settings, error) {
 		return s, fmt.Errorf("%w: QueuePackets %d is negative", ErrConfig, s.QueuePackets)
 	}
 	s.BatchPackets = min(s.BatchPackets, s.QueuePackets)
+	switch {
+	case s.Grace == 0 && len(s.Sinks) > 0:
+		s.Grace = DefaultGrace
+	case s.Grace < 0:
+		s.Grace = 0
+	case s.Grace > MaxGrace:
+		return s, fmt.Errorf("%w: Grace %v above %v", ErrConfig, s.Grace, MaxGrace)
+	}
+	if s.Grace > 0 {
+		s.endEvery = s.Grace / minGraceEnds
+		if s.HeartbeatInterval > 0 {
+			s.endEvery = min(s.endEvery, s.HeartbeatInterval)
+		}
+	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}

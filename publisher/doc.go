@@ -32,7 +32,11 @@
 //
 // A heartbeat (count 0) carries the next sequence to be sent, so a
 // subscriber that missed the tail of a burst learns of the gap; the end of
-// session (count 0xFFFF) does too. A restarted publisher is a new session.
+// session (count 0xFFFF) does too. A restarted publisher is a new session;
+// give it a new Session name (the default, a random one, does), since
+// re-requests carry only the name: a retransmit cache drops what it held
+// under a name whose sequence starts again, but a subscriber still
+// repairing the previous run cannot tell the runs apart by name alone.
 //
 // # How messages travel
 //
@@ -55,7 +59,11 @@
 //
 // When nothing has been sent for HeartbeatInterval (default 1 s), the
 // sender sends a heartbeat. Close publishes what is pending, then the end
-// of session.
+// of session, and repeats it for Config.Grace (by default 1 s when there
+// are Sinks) before it returns: a subscriber that lost the last packets
+// learns of it only from an end of session or heartbeat, and needs the
+// retransmit server fed by the Sinks to be up while it asks, so close that
+// server after the Publication.
 //
 // # Inline sends
 //
@@ -114,8 +122,8 @@
 // A Publication is safe for concurrent use. Concurrent Publish calls are
 // serialized; each returns its own sequence, and a PublishBatch's
 // sequences are contiguous. Sinks are called by one goroutine at a time.
-// Close stops the sending goroutine and waits for it; calling it twice is
-// safe, and other calls afterwards return ErrClosed.
+// Close stops the sending goroutine and waits for it; a second Close waits
+// for the first and returns ErrClosed, as other calls afterwards do.
 //
 // # Buffer lifetime
 //

@@ -120,7 +120,7 @@ type Stats struct {
 // New opens a Publication as cfg describes and starts its sending
 // goroutine. Close it when done.
 func New(cfg Config) (*Publication, error) {
-	s, err := cfg.settle()
+	s, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -334,17 +334,19 @@ func (p *Publication) Flush(ctx context.Context) error {
 	}
 }
 
-// Close publishes what is pending, sends the end of session, stops the
-// sending goroutine and closes the socket. It returns a send error not yet
-// reported. Publish calls under way finish first (a rate-limited one is
-// interrupted with ErrClosed); later calls return ErrClosed. Calling Close
-// again waits for the first call and returns nil.
+// Close publishes what is pending, sends the end of session and, for
+// Config.Grace, repeats it (see Grace: with Sinks, Close takes 1 s by
+// default), stops the sending goroutine and closes the socket. It returns
+// a send error not yet reported. Publish calls under way finish first (a
+// rate-limited one is interrupted with ErrClosed); later calls return
+// ErrClosed. Calling Close again waits for the first call and returns
+// ErrClosed.
 func (p *Publication) Close() error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
 		<-p.closeDone
-		return nil
+		return ErrClosed
 	}
 	p.closing = true
 	close(p.closingCh)
@@ -749,6 +751,7 @@ func (p *Publication) run() {
 		if p.quitting && !p.sending {
 			p.controlLocked(wire.AppendEndOfSession, &p.st.endOfSession)
 			p.mu.Unlock()
+			p.grace()
 			return
 		}
 		var tick <-chan time.Time
@@ -780,6 +783,29 @@ func (p *Publication) run() {
 		case <-tick:
 		}
 		p.mu.Lock()
+	}
+}
+
+// grace repeats the end of session every endEvery until Grace has passed
+// since the first, so that subscribers find a lost tail and have the time
+// to ask for it. Nothing else is sent: Close has stopped Publish.
+func (p *Publication) grace() {
+	if p.s.Grace <= 0 {
+		return
+	}
+	end := time.Now().Add(p.s.Grace)
+	t := time.NewTimer(min(p.s.endEvery, p.s.Grace))
+	defer t.Stop()
+	for {
+		<-t.C
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		p.mu.Lock()
+		p.controlLocked(wire.AppendEndOfSession, &p.st.endOfSession)
+		p.mu.Unlock()
+		t.Reset(min(p.s.endEvery, left))
 	}
 }
 

@@ -301,7 +301,7 @@ func TestSinks(t *testing.T) {
 			s1, s2 := &recordingSink{}, &recordingSink{}
 			p, err := publisher.New(publisher.Config{
 				Group: group, Inline: mode.inline, HeartbeatInterval: 5 * time.Millisecond,
-				Sinks: []publisher.Sink{s1, s2},
+				Sinks: []publisher.Sink{s1, s2}, Grace: -1,
 			})
 			require.NoError(t, err)
 			var pkts []packet
@@ -486,10 +486,16 @@ func TestClose(t *testing.T) {
 		wg.Go(func() { errs[k] = p.Close() })
 	}
 	wg.Wait()
+	first := 0
 	for _, err := range errs {
-		require.NoError(t, err)
+		if err == nil {
+			first++
+		} else {
+			require.ErrorIs(t, err, publisher.ErrClosed, "the other calls wait for the first and say it was closed")
+		}
 	}
-	require.NoError(t, p.Close(), "Close again")
+	require.Equal(t, 1, first, "one Close closes")
+	require.ErrorIs(t, p.Close(), publisher.ErrClosed, "Close again")
 	_, err = p.Publish([]byte("y"))
 	require.ErrorIs(t, err, publisher.ErrClosed)
 	_, err = p.PublishBatch([][]byte{[]byte("y")})
@@ -587,7 +593,7 @@ func TestSendErrorLatched(t *testing.T) {
 			var fc *faultyConn
 			sink := &recordingSink{}
 			p := open(t, publisher.Config{
-				Group: group, Inline: mode.inline, HeartbeatInterval: -1, Sinks: []publisher.Sink{sink},
+				Group: group, Inline: mode.inline, HeartbeatInterval: -1, Sinks: []publisher.Sink{sink}, Grace: -1,
 				Wrap: func(c sock.PacketConn) sock.PacketConn { fc = &faultyConn{PacketConn: c}; return fc },
 			})
 			// Ten packets of one message each go out in one WriteBatch;
@@ -706,7 +712,7 @@ func TestZeroAllocs(t *testing.T) {
 		{"publish-inline", publisher.Config{Inline: true}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-batch", publisher.Config{}, func(p *publisher.Publication) error { _, err := p.PublishBatch(batch); return err }},
 		{"publish-rate-limited", publisher.Config{RateMessages: 1e6, RateBytes: 1e9}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
-		{"publish-with-sink", publisher.Config{Sinks: []publisher.Sink{nopSink{}}}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
+		{"publish-with-sink", publisher.Config{Sinks: []publisher.Sink{nopSink{}}, Grace: -1}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -735,7 +741,7 @@ func (nopSink) SentPacket([]byte) {}
 func TestSinkSeesWholePacket(t *testing.T) {
 	netlab.Require(t)
 	sink := &recordingSink{}
-	p, err := publisher.New(publisher.Config{Group: netip.MustParseAddrPort("239.10.0.22:31220"), Sinks: []publisher.Sink{sink}, Session: "S"})
+	p, err := publisher.New(publisher.Config{Group: netip.MustParseAddrPort("239.10.0.22:31220"), Sinks: []publisher.Sink{sink}, Session: "S", Grace: -1})
 	require.NoError(t, err)
 	_, err = p.PublishBatch([][]byte{[]byte("one"), []byte("two"), {}})
 	require.NoError(t, err)

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type lazySink struct{ w atomic.Pointer[journal.Writer] }
+type lazySink struct {
+	w atomic.Pointer[journal.Writer]
+}
 
 func (s *lazySink) SentPacket(p []byte) {
 	if w := s.w.Load(); w != nil {

@@ -1,6 +1,7 @@
 package retransmit
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"sync"
@@ -30,6 +31,16 @@ const (
 	// blockLen is the number of elements in a block of the message log
 	// (8 KiB) or of a session's index (4 KiB).
 	blockLen = 1 << 9
+	// maxRuns is how many separate ranges a session holds: a jump longer
+	// than maxHole starts a new range, and beyond maxRuns the oldest range
+	// goes, so a far jump never costs index memory for what it skipped.
+	maxRuns = 4
+	// maxHole is the longest jump kept inside a range as a hole (index
+	// slots marked noEntry, 8 bytes per skipped sequence); it is the
+	// largest gap a subscriber tracks by default (nak.DefaultMaxPending).
+	maxHole = 1 << 16
+	// noEntry marks an index slot of a hole: a sequence not held.
+	noEntry = math.MaxUint64
 )
 
 // CacheConfig bounds a Cache. The zero value of each field is its default.
@@ -68,7 +79,8 @@ func (c CacheConfig) withDefaults() CacheConfig {
 // Messages, Bytes and Sessions, which describe the cache now.
 type CacheStats struct {
 	// Messages is the number of messages held, including those of
-	// restarted or evicted sessions whose room is not reclaimed yet.
+	// dropped ranges, incarnations and evicted sessions whose room is not
+	// reclaimed yet.
 	Messages uint64
 	// Bytes is the part of the byte chunks in use (message bytes plus the
 	// unused tails of chunks skipped where a message would not fit).
@@ -82,10 +94,20 @@ type CacheStats struct {
 	// Evicted counts messages dropped to make room, oldest first.
 	Evicted uint64
 	// Duplicates counts messages ignored because their sequence was
-	// already cached or older.
+	// already cached or older (SentPacket: because they equal the bytes
+	// held for their sequence).
 	Duplicates uint64
-	// Restarts counts sequence jumps that restarted a session's range.
-	Restarts uint64
+	// Jumps counts messages that skipped sequences (lost before they
+	// reached the cache): the history before a jump stays held.
+	Jumps uint64
+	// RangesDropped counts ranges of a session dropped, with their
+	// messages, because the session held maxRuns ranges apart (4) and
+	// jumped far again.
+	RangesDropped uint64
+	// Incarnations counts new incarnations of a session (SentPacket saw
+	// its sequence go down, or Restart was called): the previous
+	// incarnation's messages were dropped.
+	Incarnations uint64
 	// SessionsEvicted counts sessions dropped to admit a new one.
 	SessionsEvicted uint64
 	// BadPackets counts packets given to SentPacket that did not parse.
@@ -186,15 +208,42 @@ func (b *blocks[T]) reset(pool *[]*[blockLen]T) {
 	}
 }
 
-// cacheSession is the state of one session: its cached range and the index
-// from sequence to log number.
-type cacheSession struct {
-	id          wire.Session
-	live        bool
-	first, next wire.Seq       // cached range [first, next); next == 0 before the first message
+// run is one range of a session: the sequences [first, next) and the
+// index from sequence to log number. first is held (or first == next);
+// inside the range a sequence whose slot is noEntry is a hole, not held.
+type run struct {
+	first, next wire.Seq       // next == 0 before the first message
 	idx         blocks[uint64] // log number of sequence q at idx.at(q), for q in [first, next)
-	runStart    uint64         // log number of the range's first message: those before are dead
-	lastWrite   uint64         // Cache.writes at the last store, for LRU eviction of sessions
+	logStart    uint64         // log number of the range's first message: this session's entries before it are dead
+}
+
+// cacheSession is the state of one incarnation of a session: up to
+// maxRuns ranges, oldest first, in a ring.
+type cacheSession struct {
+	id        wire.Session
+	live      bool
+	runs      [maxRuns]run
+	head, n   int    // runs[head], ... the n ranges (n >= 1 while live)
+	lastWrite uint64 // Cache.writes at the last store, for LRU eviction of sessions
+}
+
+func (ss *cacheSession) run(i int) *run { return &ss.runs[(ss.head+i)%maxRuns] }
+func (ss *cacheSession) oldest() *run   { return ss.run(0) }
+func (ss *cacheSession) newest() *run   { return ss.run(ss.n - 1) }
+
+// find returns the range holding seq and its log number; nil when seq is
+// not held.
+func (ss *cacheSession) find(seq wire.Seq) (*run, uint64) {
+	for i := range ss.n {
+		r := ss.run(i)
+		if seq >= r.first && seq < r.next {
+			if g := *r.idx.at(uint64(seq)); g != noEntry {
+				return r, g
+			}
+			return nil, 0
+		}
+	}
+	return nil, 0
 }
 
 // Cache keeps the most recent messages of a few sessions so that a Server
@@ -232,6 +281,8 @@ type Cache struct {
 	bySession map[wire.Session]int
 	lastSlot  int // slot of the last write, a fast path for SentPacket
 	writes    uint64
+	span      uint64 // index slots in use: the sum of next-first over all ranges
+	maxSpan   uint64 // bound on span: holes cost index memory, so they count against MaxMessages
 
 	st CacheStats
 }
@@ -243,6 +294,7 @@ func NewCache(cfg CacheConfig) *Cache {
 	return &Cache{
 		maxMsgs:   uint64(cfg.MaxMessages),
 		maxBytes:  uint64(cfg.MaxBytes),
+		maxSpan:   2*uint64(cfg.MaxMessages) + maxHole,
 		sessions:  make([]cacheSession, cfg.MaxSessions),
 		bySession: make(map[wire.Session]int, cfg.MaxSessions),
 		lastSlot:  -1,
@@ -252,10 +304,17 @@ func NewCache(cfg CacheConfig) *Cache {
 // SentPacket stores a copy of every message of a downstream packet. It is
 // the publisher's Sink hook: pkt is only read during the call. Heartbeats
 // and end-of-session packets are ignored, packets that do not parse are
-// counted (CacheStats.BadPackets) and ignored. Messages follow the
-// contiguity rule of Add. Its cost is constant per message: at most one
-// byte chunk, log block and index block allocated while the cache grows,
-// nothing once it has reached its working size.
+// counted (CacheStats.BadPackets) and ignored.
+//
+// A publisher's Sink sees its packets in sequence order, so a packet whose
+// sequence is below the session's next one is either the same packet
+// offered again (every message equal to the bytes held: a duplicate) or a
+// new incarnation of the session, a publisher restarted under the same
+// name: the previous incarnation's messages are dropped before the packet
+// is stored, so they are never served as the new one's. Sequences above
+// the next one are a jump, as in Add. Its cost is constant per message: at
+// most one byte chunk, log block and index block allocated while the cache
+// grows, nothing once it has reached its working size.
 func (c *Cache) SentPacket(pkt []byte) {
 	p, err := wire.ParsePacket(pkt)
 	if err != nil {
@@ -269,6 +328,9 @@ func (c *Cache) SentPacket(pkt []byte) {
 	}
 	c.mu.Lock()
 	slot := c.slotFor(p.Session)
+	if nr := c.sessions[slot].newest(); nr.next != 0 && p.Seq < nr.next && !c.heldEqual(slot, p) {
+		c.restart(slot, 0)
+	}
 	for it := p.Messages(); ; {
 		msg, seq, ok := it.Next()
 		if !ok {
@@ -279,20 +341,77 @@ func (c *Cache) SentPacket(pkt []byte) {
 	c.mu.Unlock()
 }
 
+// heldEqual reports whether every message of p below the session's next
+// sequence is held with the same bytes. c.mu is held.
+func (c *Cache) heldEqual(slot int, p wire.Packet) bool {
+	ss := &c.sessions[slot]
+	next := ss.newest().next
+	for it := p.Messages(); ; {
+		msg, seq, ok := it.Next()
+		if !ok || seq >= next {
+			return true
+		}
+		r, g := ss.find(seq)
+		if r == nil || !bytes.Equal(c.entryBytes(g), msg) {
+			return false
+		}
+	}
+}
+
 // Add stores a copy of msg as message seq of session s (the rewinder's
 // path: one message as a subscriber delivers it).
 //
-// Messages of a session must come in sequence order, contiguous. A message
-// whose sequence is below the next expected one is a duplicate and is
-// ignored. A sequence above it (a jump over a gap) restarts the session's
-// cached range at seq: the older messages can no longer be found, because
-// the cache only holds gap-free ranges, and their room is reclaimed as the
-// oldest messages are evicted. Sequence 0, the largest sequence and
-// messages longer than 0xFFFF bytes are refused (CacheStats.BadMessages).
+// Messages of a session come in sequence order. A message whose sequence
+// is below the next expected one is a duplicate and is ignored. A sequence
+// above it is a jump over messages lost before they reached the cache: the
+// messages held before it stay held, and the skipped sequences are a hole
+// that is never answered (a jump longer than 65,536 sequences starts a
+// separate range instead; a session keeps at most 4 ranges, dropping the
+// oldest). A new incarnation of the session (a publisher restarted under
+// the same name) must be announced with Restart, since Add cannot tell it
+// from a duplicate. Sequence 0, the largest sequence and messages longer
+// than 0xFFFF bytes are refused (CacheStats.BadMessages).
 func (c *Cache) Add(s wire.Session, seq wire.Seq, msg []byte) {
 	c.mu.Lock()
 	c.add(c.slotFor(s), seq, msg)
 	c.mu.Unlock()
+}
+
+// Restart tells the cache that session s has a new incarnation (its
+// publisher restarted under the same name) whose next message is first (0:
+// whichever comes next). Every message held for s is dropped at once, so
+// that none is served as the new incarnation's, and the session's range
+// starts empty at first.
+func (c *Cache) Restart(s wire.Session, first wire.Seq) {
+	c.mu.Lock()
+	c.restart(c.slotFor(s), first)
+	c.mu.Unlock()
+}
+
+// restart drops all the ranges of a session and starts it empty at first.
+// c.mu is held.
+func (c *Cache) restart(slot int, first wire.Seq) {
+	ss := &c.sessions[slot]
+	c.dropRuns(ss)
+	ss.head, ss.n = 0, 1
+	*ss.run(0) = run{first: first, next: first, idx: ss.run(0).idx, logStart: c.gt}
+	c.st.Incarnations++
+}
+
+// dropRuns gives back the index blocks of all the ranges of ss; their
+// messages stay in the log as dead entries. c.mu is held.
+func (c *Cache) dropRuns(ss *cacheSession) {
+	for i := range ss.n {
+		c.dropRun(ss.run(i))
+	}
+}
+
+func (c *Cache) dropRun(r *run) {
+	if r.next > r.first {
+		c.span -= uint64(r.next - r.first)
+	}
+	r.idx.reset(&c.idxFree)
+	r.first, r.next = 0, 0
 }
 
 // slotFor returns the slot of session s, making one (and evicting the least
@@ -321,10 +440,11 @@ func (c *Cache) slotFor(s wire.Session) int {
 		delete(c.bySession, ss.id)
 		c.st.SessionsEvicted++
 		c.st.Sessions--
+		c.dropRuns(ss)
 	}
-	idx := ss.idx // keep the table; the blocks go back to the pool
-	idx.reset(&c.idxFree)
-	*ss = cacheSession{id: s, live: true, idx: idx, runStart: c.gt, lastWrite: c.writes}
+	ss.id, ss.live, ss.lastWrite = s, true, c.writes
+	ss.head, ss.n = 0, 1 // the index tables stay for reuse; their blocks went back to the pool
+	*ss.run(0) = run{idx: ss.run(0).idx, logStart: c.gt}
 	c.bySession[s] = slot
 	c.st.Sessions++
 	c.lastSlot = slot
@@ -334,25 +454,48 @@ func (c *Cache) slotFor(s wire.Session) int {
 // add stores one message. c.mu is held.
 func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 	ss := &c.sessions[slot]
+	r := ss.newest()
 	switch {
 	case seq == wire.InvalidSeq || seq == math.MaxUint64 || len(msg) > math.MaxUint16:
 		c.st.BadMessages++
 		return
-	case ss.next != 0 && seq < ss.next:
+	case r.next != 0 && seq < r.next:
 		c.st.Duplicates++
 		return
-	case seq != ss.next:
-		if ss.next != 0 {
-			c.st.Restarts++
+	case r.next == 0 || r.first == r.next:
+		// An empty range starts at the first message it gets.
+		r.idx.reset(&c.idxFree)
+		r.first, r.next, r.logStart = seq, seq, c.gt
+	case seq > r.next && uint64(seq-r.next) <= maxHole:
+		// A hole: its slots say not held, the range goes on.
+		c.st.Jumps++
+		for q := r.next; q < seq; q++ {
+			if !r.idx.held(uint64(q)) {
+				r.idx.hold(uint64(q), &c.idxFree)
+			}
+			*r.idx.at(uint64(q)) = noEntry
 		}
-		ss.idx.reset(&c.idxFree) // a restart gives its index blocks back
-		ss.first, ss.next = seq, seq
-		ss.runStart = c.gt
+		c.span += uint64(seq - r.next)
+		r.next = seq
+	case seq > r.next:
+		// A far jump: a new range, the held ones stay.
+		c.st.Jumps++
+		if ss.n == maxRuns {
+			c.dropRun(ss.oldest())
+			ss.head = (ss.head + 1) % maxRuns
+			ss.n--
+			c.st.RangesDropped++
+		}
+		ss.n++
+		r = ss.newest()
+		r.idx.reset(&c.idxFree)
+		r.first, r.next, r.logStart = seq, seq, c.gt
 	}
 	n := uint32(len(msg))
 	ch, off, gap := c.reserve(n)
-	// reserve may have evicted this session's oldest messages; first and
-	// next are still right.
+	// reserve may have evicted this session's oldest messages (even all
+	// of r's: then r.first == r.next == seq still holds); next is still
+	// right.
 	copy(c.chunks[ch].buf[off:off+n], msg)
 	if c.gh == c.gt {
 		c.used = uint64(n) // the skipped tail before the oldest message does not count
@@ -367,16 +510,21 @@ func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 		c.log.hold(c.gt, &c.logFree)
 	}
 	*c.log.at(c.gt) = entry{off: off, chunk: ch, n: uint16(n), slot: uint16(slot)}
-	if !ss.idx.held(uint64(seq)) {
-		ss.idx.hold(uint64(seq), &c.idxFree)
+	if !r.idx.held(uint64(seq)) {
+		r.idx.hold(uint64(seq), &c.idxFree)
 	}
-	*ss.idx.at(uint64(seq)) = c.gt
+	*r.idx.at(uint64(seq)) = c.gt
 	c.gt++
-	ss.next = seq + 1
+	r.next = seq + 1
+	c.span++
 	c.writes++
 	ss.lastWrite = c.writes
 	c.lastSlot = slot
 	c.st.Added++
+	// Holes cost index slots: keep them bounded with the messages.
+	for c.span > c.maxSpan && c.gt-c.gh > 1 {
+		c.evictOldest()
+	}
 }
 
 // reserve makes room for one message of n bytes, adding a chunk or
@@ -443,13 +591,12 @@ func (c *Cache) addChunk() {
 func (c *Cache) evictOldest() {
 	e := c.log.at(c.gh)
 	size := uint64(e.n) + uint64(e.skip)
-	// The log holds a session's range in order, after its older (dead)
-	// ranges and those of the slot's former sessions: an entry from
-	// runStart on is the session's first message.
-	if ss := &c.sessions[e.slot]; ss.live && c.gh >= ss.runStart {
-		ss.first++
-		if ss.first%blockLen == 0 {
-			ss.idx.releaseBelow(uint64(ss.first), &c.idxFree)
+	// The log holds a session's ranges in order, after its older (dead)
+	// ranges and those of the slot's former sessions: an entry from the
+	// oldest range's logStart on is that range's first message.
+	if ss := &c.sessions[e.slot]; ss.live {
+		if r := ss.oldest(); c.gh >= r.logStart && r.first < r.next {
+			c.advance(ss, r)
 		}
 	}
 	c.gh++
@@ -464,10 +611,28 @@ func (c *Cache) evictOldest() {
 	}
 }
 
-// message returns the bytes of cached message seq of ss (first <= seq <
-// next). They alias a chunk: valid only while c.mu is held.
-func (c *Cache) message(ss *cacheSession, seq wire.Seq) []byte {
-	e := c.log.at(*ss.idx.at(uint64(seq)))
+// advance drops the first message of r, the oldest range of ss, and the
+// hole after it; an emptied range goes when a newer one exists. c.mu is
+// held.
+func (c *Cache) advance(ss *cacheSession, r *run) {
+	q := r.first + 1
+	for q < r.next && *r.idx.at(uint64(q)) == noEntry {
+		q++
+	}
+	c.span -= uint64(q - r.first)
+	r.first = q
+	r.idx.releaseBelow(uint64(q), &c.idxFree)
+	if r.first == r.next && ss.n > 1 {
+		c.dropRun(r)
+		ss.head = (ss.head + 1) % maxRuns
+		ss.n--
+	}
+}
+
+// entryBytes returns the bytes of log entry g. They alias a chunk: valid
+// only while c.mu is held.
+func (c *Cache) entryBytes(g uint64) []byte {
+	e := c.log.at(g)
 	end := e.off + uint32(e.n)
 	return c.chunks[e.chunk].buf[e.off:end:end]
 }
@@ -481,9 +646,10 @@ func (c *Cache) lookup(s wire.Session) *cacheSession {
 	return &c.sessions[slot]
 }
 
-// Bounds returns the cached range [first, next) of session s; ok is false
-// when the cache does not know s. A known session with nothing cached has
-// first == next.
+// Bounds returns the range [first, next) of session s the cache spans;
+// ok is false when the cache does not know s. A known session with nothing
+// cached has first == next. The range may have holes (sequences lost
+// before they reached the cache); NextHeld finds what is held.
 func (c *Cache) Bounds(s wire.Session) (first, next wire.Seq, ok bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -491,7 +657,33 @@ func (c *Cache) Bounds(s wire.Session) (first, next wire.Seq, ok bool) {
 	if ss == nil {
 		return 0, 0, false
 	}
-	return ss.first, ss.next, true
+	return ss.oldest().first, ss.newest().next, true
+}
+
+// NextHeld returns the smallest sequence at or after from that the cache
+// holds for session s; ok is false when there is none. It skips holes in
+// time bounded by the longest hole (65,536 sequences).
+func (c *Cache) NextHeld(s wire.Session, from wire.Seq) (_ wire.Seq, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ss := c.lookup(s)
+	if ss == nil {
+		return 0, false
+	}
+	for i := range ss.n {
+		r := ss.run(i)
+		if r.first >= r.next || from >= r.next {
+			continue
+		}
+		q := max(from, r.first)
+		for q < r.next && *r.idx.at(uint64(q)) == noEntry {
+			q++
+		}
+		if q < r.next {
+			return q, true
+		}
+	}
+	return 0, false
 }
 
 // AppendMessage appends a copy of cached message seq of session s to dst;
@@ -501,18 +693,23 @@ func (c *Cache) AppendMessage(dst []byte, s wire.Session, seq wire.Seq) (_ []byt
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	ss := c.lookup(s)
-	if ss == nil || seq < ss.first || seq >= ss.next {
+	if ss == nil {
 		return dst, false
 	}
-	return append(dst, c.message(ss, seq)...), true
+	r, g := ss.find(seq)
+	if r == nil {
+		return dst, false
+	}
+	return append(dst, c.entryBytes(g)...), true
 }
 
 // AppendPacket appends to dst one downstream packet (wire.Encoder) of
 // session s whose first message is from, with as many consecutive cached
-// messages as fit in payloadSize bytes, at most max. It returns the
-// extended dst and the number of messages in the packet: 0, with dst
-// unchanged, when from is not cached. A cached message too large for
-// payloadSize returns an error matching wire.ErrMessageTooLarge.
+// messages as fit in payloadSize bytes, at most max; it stops before a
+// sequence that is not held. It returns the extended dst and the number of
+// messages in the packet: 0, with dst unchanged, when from is not cached.
+// A cached message too large for payloadSize returns an error matching
+// wire.ErrMessageTooLarge.
 //
 // It does not allocate when dst has payloadSize bytes of room. It takes the
 // read lock once, so a packet is a consistent snapshot.
@@ -523,15 +720,23 @@ func (c *Cache) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, pay
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	ss := c.lookup(s)
-	if ss == nil || from < ss.first || from >= ss.next {
+	if ss == nil {
 		return dst, 0, nil
 	}
-	n := min(uint64(ss.next-from), uint64(max), wire.MaxCount)
+	r, _ := ss.find(from)
+	if r == nil {
+		return dst, 0, nil
+	}
+	n := min(uint64(r.next-from), uint64(max), wire.MaxCount)
 	var enc wire.Encoder
 	enc.Reset(dst, s, from, payloadSize)
 	k := uint64(0)
 	for ; k < n; k++ {
-		msg := c.message(ss, from+wire.Seq(k))
+		g := *r.idx.at(uint64(from) + k)
+		if g == noEntry {
+			break
+		}
+		msg := c.entryBytes(g)
 		if !enc.Fits(len(msg)) {
 			if k == 0 {
 				return dst, 0, fmt.Errorf("retransmit: session %q sequence %d: %d bytes in a %d-byte payload: %w",
@@ -585,4 +790,4 @@ func nextPow2(n uint64) int {
 	return p
 }
 
-var _ Source = (*Cache)(nil)
+var _ HoleySource = (*Cache)(nil)

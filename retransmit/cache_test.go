@@ -37,12 +37,26 @@ func fill(c *Cache, s wire.Session, from, to wire.Seq, size int) {
 }
 
 // checkRange asserts that exactly [first, next) of s is cached with the
-// testMsg contents.
-func checkRange(t *testing.T, c *Cache, s wire.Session, first, next wire.Seq, size int) {
+// testMsg contents, after the ranges held before it, given as pairs of
+// first and next.
+func checkRange(t *testing.T, c *Cache, s wire.Session, first, next wire.Seq, size int, before ...wire.Seq) {
 	t.Helper()
 	f, n, ok := c.Bounds(s)
 	require.True(t, ok)
-	require.Equal(t, first, f, "first")
+	if len(before) > 0 {
+		require.Equal(t, before[0], f, "first")
+		for i := 0; i < len(before); i += 2 {
+			for q := before[i]; q < before[i+1]; q++ {
+				got, ok := c.AppendMessage(nil, s, q)
+				require.True(t, ok, "seq %d", q)
+				require.Equal(t, testMsg(q, size), got, "seq %d", q)
+			}
+		}
+		_, ok = c.AppendMessage(nil, s, before[len(before)-1])
+		require.False(t, ok)
+	} else {
+		require.Equal(t, first, f, "first")
+	}
 	require.Equal(t, next, n, "next")
 	for q := first; q < next; q++ {
 		got, ok := c.AppendMessage(nil, s, q)
@@ -129,19 +143,19 @@ func TestCacheContiguity(t *testing.T) {
 		checkRange(t, c, s, 10, 20, 100)
 		require.EqualValues(t, 2, c.Stats().Duplicates)
 	})
-	t.Run("jump-restarts", func(t *testing.T) {
+	t.Run("jump-keeps-history", func(t *testing.T) {
 		fill(c, s, 30, 35, 100)
-		checkRange(t, c, s, 30, 35, 100)
-		require.EqualValues(t, 1, c.Stats().Restarts)
+		checkRange(t, c, s, 30, 35, 100, 10, 20)
+		require.EqualValues(t, 1, c.Stats().Jumps)
 		c.Add(s, 20, []byte("late")) // fills nothing: older than next
-		checkRange(t, c, s, 30, 35, 100)
+		checkRange(t, c, s, 30, 35, 100, 10, 20)
 	})
 	t.Run("bad-messages", func(t *testing.T) {
 		before := c.Stats().BadMessages
 		c.Add(s, 0, []byte("zero"))
 		c.Add(s, math.MaxUint64, []byte("max"))
 		c.Add(s, 35, make([]byte, math.MaxUint16+1))
-		checkRange(t, c, s, 30, 35, 100)
+		checkRange(t, c, s, 30, 35, 100, 10, 20)
 		require.Equal(t, before+3, c.Stats().BadMessages)
 	})
 	t.Run("empty-message", func(t *testing.T) {
@@ -153,7 +167,8 @@ func TestCacheContiguity(t *testing.T) {
 	t.Run("dead-entries-reclaimed", func(t *testing.T) {
 		c := NewCache(CacheConfig{MaxMessages: 10})
 		fill(c, s, 1, 8, 10)
-		fill(c, s, 100, 108, 10) // restart: 1..7 are dead
+		c.Restart(s, 0) // 1..7 are dead
+		fill(c, s, 100, 108, 10)
 		checkRange(t, c, s, 100, 108, 10)
 		fill(c, s, 108, 115, 10)
 		checkRange(t, c, s, 105, 115, 10)
@@ -224,8 +239,6 @@ func TestCacheRandomized(t *testing.T) {
 			cfg = cfg.withDefaults()
 			sessions := []wire.Session{mustSession(t, "R0"), mustSession(t, "R1"), mustSession(t, "R2"), mustSession(t, "R3"), mustSession(t, "R4")}
 			next := map[wire.Session]wire.Seq{}
-			// model: the start of the current contiguous run of each session
-			runStart := map[wire.Session]wire.Seq{}
 			size := map[wire.Session]int{}
 			for _, s := range sessions {
 				size[s] = 1 + rng.IntN(3000)
@@ -239,7 +252,6 @@ func TestCacheRandomized(t *testing.T) {
 					if q <= next[s] {
 						q = next[s] + 1
 					}
-					runStart[s] = q
 				case r < 5:
 					if q > 1 {
 						c.Add(s, q-1-wire.Seq(rng.IntN(int(q-1))), []byte("dup"))
@@ -248,23 +260,37 @@ func TestCacheRandomized(t *testing.T) {
 				}
 				c.Add(s, q, testMsg(q, size[s]))
 				next[s] = q + 1
-				// The newest message is always there, and the range is
-				// a suffix of the current run.
+				// The newest message is always there; a jump keeps what
+				// came before it.
 				first, n, ok := c.Bounds(s)
 				require.True(t, ok)
 				require.Equal(t, q+1, n)
-				require.GreaterOrEqual(t, first, runStart[s])
 				require.Less(t, first, n)
+				got, ok := c.AppendMessage(nil, s, q)
+				require.True(t, ok)
+				require.Equal(t, testMsg(q, size[s]), got)
 				st := c.Stats()
 				require.LessOrEqual(t, st.Messages, uint64(cfg.MaxMessages))
 				require.LessOrEqual(t, st.Bytes, uint64(cfg.MaxBytes))
 				require.LessOrEqual(t, st.Sessions, cfg.MaxSessions)
 			}
+			// Whatever is held is what was added, and the newest
+			// messages since the last jump are held.
 			for _, s := range sessions {
 				first, n, ok := c.Bounds(s)
-				if ok {
-					checkRange(t, c, s, first, n, size[s])
+				if !ok {
+					continue
 				}
+				held := 0
+				for q, ok := c.NextHeld(s, first); ok; q, ok = c.NextHeld(s, q+1) {
+					require.Less(t, q, n)
+					got, ok := c.AppendMessage(nil, s, q)
+					require.True(t, ok)
+					require.Equal(t, testMsg(q, size[s]), got, "seq %d", q)
+					held++
+				}
+				require.NotZero(t, held)
+				require.GreaterOrEqual(t, n-first, wire.Seq(held))
 			}
 		})
 	}
@@ -288,7 +314,8 @@ func TestCacheSentPacket(t *testing.T) {
 	c.SentPacket(nil)
 	checkRange(t, c, s, 1, seq, 200)
 	require.EqualValues(t, 2, c.Stats().BadPackets)
-	require.Zero(t, c.Stats().Restarts, "heartbeats do not restart")
+	require.Zero(t, c.Stats().Jumps, "heartbeats do not jump")
+	require.Zero(t, c.Stats().Incarnations)
 }
 
 func TestCacheAppendPackets(t *testing.T) {

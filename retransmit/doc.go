@@ -31,27 +31,45 @@
 //	log     blocks of 512 entries {chunk, offset, len, session slot}
 //	        numbered g = 0, 1, 2 ... (the FIFO; its oldest entry is evicted first)
 //
-//	idx     per session, blocks of 512 log numbers by sequence:
-//	        idx[seq] = g, for seq in [first, next)
+//	idx     per session range, blocks of 512 log numbers by sequence:
+//	        idx[seq] = g, for seq in [first, next); noEntry in a hole
 //
 // Lookup by sequence is a few array reads (idx, then log) and a copy: O(1).
-// Storage grows one piece at a time and nothing stored ever moves: below
-// MaxBytes a new chunk is linked in after the tail's when the next one
-// still holds live messages; at MaxBytes the ring is fixed and the oldest
-// messages are evicted. Freed log and index blocks are reused. Memory stays
-// below MaxBytes plus about 24 bytes per MaxMessages (16 in the log, 8 in
-// an index) plus up to 8 KiB per session and 16 KiB; a write waits at most
-// for one piece's allocation (at most about 1 MiB), and once the cache has
-// reached its working size, SentPacket and Add allocate nothing. (An
-// earlier arena that doubled and copied under the lock stalled the
-// publisher and the server for up to 0.75 s while it grew.)
+// Storage grows one piece at a time and nothing stored ever moves, so a
+// write never waits for the cache to be copied: below MaxBytes a new chunk
+// is linked in after the tail's when the next one still holds live
+// messages; at MaxBytes the ring is fixed and the oldest messages are
+// evicted. Freed log and index blocks are reused. Memory stays below
+// MaxBytes plus about 24 bytes per MaxMessages (16 in the log, 8 in an
+// index; index slots of holes count too, and the oldest messages are
+// evicted to keep them within twice MaxMessages plus 65,536) plus up to
+// 32 KiB per session and 16 KiB; a write waits at most for one piece's
+// allocation (at most about 1 MiB), and once the cache has reached its
+// working size, SentPacket and Add allocate nothing.
 //
-// A session holds one gap-free range [first, next). Messages must come in
-// order: a sequence below next is a duplicate and is ignored; a sequence
-// above next (a jump) restarts the session's range at that sequence. The
-// messages of a restarted range, like those of a session evicted to admit a
-// new one (beyond MaxSessions, the least recently written goes), stay in
-// the FIFO as dead entries until they reach its head.
+// # Holes and incarnations
+//
+// Messages of a session come in sequence order. A sequence below the next
+// one is a duplicate and is ignored. A sequence above it is a jump over
+// messages lost before they reached the cache (a kernel drop under a
+// rewinder, say): what was held before the jump stays held, since one lost
+// packet must never discard history. A jump of up to 65,536 sequences
+// leaves a hole in the session's range; a longer one starts a separate
+// range, and a session keeps at most 4 ranges (the oldest goes). Bounds
+// spans them all; NextHeld and the Server skip what is not held.
+//
+// A session name names a stream only for one run of its publisher: a
+// publisher restarted under the same name starts a new incarnation at its
+// first sequence again, and re-requests (which carry only the name) must
+// never be answered with the previous run's bytes. The publisher's Sink
+// sees its packets in order, so SentPacket takes a sequence that goes down
+// (and is not the same packet offered again) as a new incarnation; a role
+// that learns of one otherwise (a rewinder, from its subscriber) calls
+// Restart. Either way the previous incarnation's messages are dropped at
+// once and counted (CacheStats.Incarnations). The messages of dropped
+// ranges and incarnations, like those of a session evicted to admit a new
+// one (beyond MaxSessions, the least recently written goes), stay in the
+// FIFO as dead entries until they reach its head.
 //
 // # Server
 //
@@ -103,7 +121,9 @@
 // # Anti-amplification
 //
 //   - an answer is at most min(MaxPerRequest messages, MaxRequestBytes,
-//     the requester's bucket) for one 20-byte request;
+//     the requester's bucket) for one 20-byte request; by default one
+//     packet, as a MoldUDP64 server's (at most about 74 bytes out per byte
+//     in), and a requester asks again for the rest of a long gap;
 //   - one source address (IPv6: one /64) receives at most RequesterRateBytes×(T+Burst)
 //     bytes in T (unless its bucket is evicted from the table by more
 //     than MaxRequesters other sources, which the global bucket bounds);
@@ -119,7 +139,10 @@
 // taken once per packet they build, so a writer waits at most for one
 // packet's copy. A Server's methods are safe for concurrent use; its state
 // (buckets, tables, send buffers) is owned by its goroutine, and Stats reads
-// atomic counters. Close stops the goroutine, closes the sockets and waits;
+// atomic counters. A failed read of the request socket is latched (Err,
+// ServerStats.ReadErrors) and retried with a backoff; a socket closed
+// under the server stops it (ServerStats.Stopped), and Close returns the
+// latched error. Close stops the goroutine, closes the sockets and waits;
 // a second Close returns ErrClosed.
 //
 // # Buffers

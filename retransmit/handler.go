@@ -291,11 +291,18 @@ func (h *handler) answer(now monotime.Time, s wire.Session, seq wire.Seq, count 
 	return msgs, why
 }
 
-// nextHeld is the smallest first sequence of a source that lies in
-// (pos, end), for ranges that start after pos.
+// nextHeld is the smallest sequence in (pos, end) some source holds, pos
+// being held by none: a HoleySource says where its next held sequence is,
+// another source where its range starts.
 func (h *handler) nextHeld(s wire.Session, pos, end wire.Seq) (wire.Seq, bool) {
 	best, ok := end, false
 	for _, source := range h.cfg.sources {
+		if hs, holey := source.(HoleySource); holey {
+			if q, held := hs.NextHeld(s, pos+1); held && q < best {
+				best, ok = q, true
+			}
+			continue
+		}
 		first, next, known := source.Bounds(s)
 		if known && first > pos && first < best && first < next {
 			best, ok = first, true

@@ -58,7 +58,7 @@ func testHandler(t testing.TB, cfg ServerConfig) (*handler, *fakeConn, *fakeConn
 	if !cfg.Listen.IsValid() {
 		cfg.Listen = netip.MustParseAddrPort("127.0.0.1:1")
 	}
-	cfg, err := cfg.normalize()
+	cfg, err := cfg.withDefaults()
 	require.NoError(t, err)
 	uni, multi := &fakeConn{keep: true}, &fakeConn{keep: true}
 	var mc sock.PacketConn
@@ -127,7 +127,7 @@ func TestHandlerSources(t *testing.T) {
 	t.Run("fallback-in-order", func(t *testing.T) {
 		recent, _ := cachedSession(t, "SRC", 101, 201, 80, CacheConfig{}) // the cache
 		older, _ := cachedSession(t, "SRC", 1, 150, 80, CacheConfig{})    // the journal
-		h, uni, _, st := testHandler(t, ServerConfig{Sources: []Source{recent, older}})
+		h, uni, _, st := testHandler(t, ServerConfig{Sources: []Source{recent, older}, MaxRequestBytes: 1 << 20})
 		h.handle(monotime.Now(), request(s, 50, 150), false, from)
 		h.flush()
 		got := messages(uni.sent)
@@ -140,7 +140,7 @@ func TestHandlerSources(t *testing.T) {
 	t.Run("skip-to-held", func(t *testing.T) {
 		a, _ := cachedSession(t, "SRC", 300, 310, 80, CacheConfig{})
 		b, _ := cachedSession(t, "SRC", 100, 110, 80, CacheConfig{})
-		h, uni, _, st := testHandler(t, ServerConfig{Sources: []Source{a, b}})
+		h, uni, _, st := testHandler(t, ServerConfig{Sources: []Source{a, b}, MaxRequestBytes: 1 << 20})
 		h.handle(monotime.Now(), request(s, 50, 300), false, from)
 		h.flush()
 		got := messages(uni.sent)

@@ -21,7 +21,6 @@ const (
 	DefaultInterface          = "lo"
 	DefaultCoalesceWindow     = 2 * time.Millisecond
 	DefaultMaxPerRequest      = 1024
-	DefaultMaxRequestBytes    = 256 << 10
 	DefaultRateBytes          = 100e6 // bytes per second
 	DefaultRequesterRateBytes = 20e6  // bytes per second
 	DefaultBurst              = 10 * time.Millisecond
@@ -72,7 +71,12 @@ type ServerConfig struct {
 	// wire.MaxCount.
 	MaxPerRequest int
 	// MaxRequestBytes caps the bytes (whole packets, UDP payload) sent for
-	// one request. Default 256 KiB, at least one packet.
+	// one request. Default: one packet, as a MoldUDP64 server answers a
+	// request with at most one packet, so that a 20-byte request buys at
+	// most one payload (about 74 times its size); the requester asks again
+	// for the rest (nak does at once). Larger values answer a long gap in
+	// fewer round trips at the price of that ratio: set them only for
+	// requesters you trust (Allow).
 	MaxRequestBytes int
 	// RateBytes is the total repair bandwidth in bytes per second (UDP
 	// payload, unicast and multicast together). Default 100e6.
@@ -106,7 +110,9 @@ type ServerConfig struct {
 	Logger *slog.Logger
 }
 
-func (c ServerConfig) normalize() (ServerConfig, error) {
+// withDefaults returns c with defaults applied, or an error naming the
+// first invalid field (matching ErrConfig).
+func (c ServerConfig) withDefaults() (ServerConfig, error) {
 	if !c.Listen.IsValid() {
 		return c, fmt.Errorf("%w: Listen %v is not a valid address and port", ErrConfig, c.Listen)
 	}
@@ -142,9 +148,7 @@ func (c ServerConfig) normalize() (ServerConfig, error) {
 		c.MaxPerRequest = DefaultMaxPerRequest
 	}
 	c.MaxPerRequest = min(c.MaxPerRequest, wire.MaxCount)
-	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = DefaultMaxRequestBytes
-	}
+	c.MaxRequestBytes = max(c.MaxRequestBytes, 0) // newHandler raises it to one packet
 	if c.RateBytes <= 0 {
 		c.RateBytes = DefaultRateBytes
 	}
@@ -217,24 +221,25 @@ func newHandler(cfg ServerConfig, conn, mconn sock.PacketConn, st *counters, onE
 // Server answers MoldUDP64 re-requests from its Sources; see the package
 // documentation for its rules. Its methods are safe for concurrent use.
 type Server struct {
-	conn   sock.PacketConn
-	mconn  sock.PacketConn // nil without a repair group
-	addr   netip.AddrPort
-	h      *handler
-	st     counters
-	log    *slog.Logger
-	quit   chan struct{}
-	done   chan struct{}
-	closed atomic.Bool
-	mu     sync.Mutex
-	err    error // first unexpected socket error, returned by Close
-	logged atomic.Uint32
+	conn    sock.PacketConn
+	mconn   sock.PacketConn // nil without a repair group
+	addr    netip.AddrPort
+	h       *handler
+	st      counters
+	log     *slog.Logger
+	quit    chan struct{}
+	done    chan struct{}
+	closed  atomic.Bool
+	stopped atomic.Bool // the serving goroutine ended before Close
+	mu      sync.Mutex
+	err     error // first unexpected socket error, returned by Err and Close
+	logged  atomic.Uint32
 }
 
 // NewServer opens the request socket (and the repair-group socket when
 // RepairGroup is set) and starts the serving goroutine; Close stops it.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	cfg, err := cfg.normalize()
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +298,11 @@ func (s *Server) serve() {
 				continue
 			}
 			if errors.Is(err, net.ErrClosed) {
-				s.latch(err)
+				// Closed under the server, not by Close: nothing more
+				// can be read, so the server has stopped serving.
+				s.st.readErrors.Add(1)
+				s.latch(fmt.Errorf("retransmit: request socket closed, no longer serving: %w", err))
+				s.stopped.Store(true)
 				return
 			}
 			s.st.readErrors.Add(1)
@@ -332,9 +341,20 @@ func (s *Server) latch(err error) {
 	}
 }
 
+// Err returns the first unexpected error reading the request socket, nil
+// while there was none. A transient error is retried (ServerStats.ReadErrors
+// counts them); a socket closed under the server stops it
+// (ServerStats.Stopped). Poll it, or ServerStats, to learn that re-requests
+// are no longer being answered before Close reports it.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // Close stops the serving goroutine, closes the sockets and waits. It
-// returns the first unexpected socket error, if any; later calls return
-// ErrClosed.
+// returns the first unexpected socket error, if any (Err); later calls
+// return ErrClosed.
 func (s *Server) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
@@ -347,7 +367,7 @@ func (s *Server) Close() error {
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil && !errors.Is(s.err, net.ErrClosed) {
+	if s.err != nil {
 		err = errors.Join(err, s.err)
 	}
 	if err != nil {
@@ -401,13 +421,20 @@ type ServerStats struct {
 	// reads of the request socket; KernelDrops requests the kernel dropped
 	// for want of receive buffer (SO_RXQ_OVFL).
 	SendErrors, ReadErrors, KernelDrops uint64
+	// Stopped reports that the server no longer reads requests although
+	// Close was not called (its socket failed for good); Err says why.
+	Stopped bool
 }
 
 // Bytes is the total of repair bytes sent.
 func (s ServerStats) Bytes() uint64 { return s.UnicastBytes + s.MulticastBytes }
 
 // Stats returns the server's counters.
-func (s *Server) Stats() ServerStats { return s.st.snapshot() }
+func (s *Server) Stats() ServerStats {
+	st := s.st.snapshot()
+	st.Stopped = s.stopped.Load()
+	return st
+}
 
 func (c *counters) snapshot() ServerStats {
 	r := func(x Reason) uint64 { return c.refused[x].Load() }

@@ -150,7 +150,7 @@ func TestServerAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := cachedSession(t, "ANS", 1, 3001, 300, CacheConfig{})
-			srv := startServer(t, ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr(tc.listen), 0), Sources: []Source{c}})
+			srv := startServer(t, ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr(tc.listen), 0), Sources: []Source{c}, MaxRequestBytes: 1 << 20})
 			cl := newClient(t, tc.client)
 			cl.ask(srv.Addr(), s, 100, 500)
 			a := cl.read(500, 2*time.Second)
@@ -172,7 +172,7 @@ func TestServerRanges(t *testing.T) {
 	netlab.Require(t)
 	// The cache holds [101, 201) of 200 messages sent.
 	c, s := cachedSession(t, "RANGE", 1, 201, 100, CacheConfig{MaxMessages: 100})
-	srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c}, MaxPerRequest: 300})
+	srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c}, MaxPerRequest: 300, MaxRequestBytes: 1 << 20})
 	cl := newClient(t, "127.0.0.1")
 	for i, tc := range []struct {
 		name     string
@@ -211,7 +211,7 @@ func TestServerRanges(t *testing.T) {
 func TestServerBadRequests(t *testing.T) {
 	netlab.Require(t)
 	c, s := cachedSession(t, "BAD", 1, 1001, 100, CacheConfig{})
-	srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c}, MaxPerRequest: 50})
+	srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c}, MaxPerRequest: 50, MaxRequestBytes: 1 << 20})
 	cl := newClient(t, "127.0.0.1")
 	badSession := request(s, 1, 1)
 	badSession[3] = 0x01
@@ -327,7 +327,7 @@ func TestServerMulticastRepair(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := cachedSession(t, "MCAST", 1, 1001, 500, CacheConfig{})
 			sub := joined(t, tc.group, tc.ifname)
-			srv := startServer(t, ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr(tc.listen), 0), Sources: []Source{c},
+			srv := startServer(t, ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr(tc.listen), 0), Sources: []Source{c}, MaxRequestBytes: 1 << 20,
 				RepairGroup: tc.group, Interface: tc.ifname, AlwaysMulticast: true, CoalesceWindow: 2 * time.Second})
 			cl := newClient(t, tc.client)
 			cl.ask(srv.Addr(), s, 1, 300)

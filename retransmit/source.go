@@ -21,3 +21,14 @@ type Source interface {
 	// room.
 	AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, payloadSize int) (pkt []byte, n int, err error)
 }
+
+// HoleySource is a Source whose held range may have holes: sequences
+// between Bounds that it does not hold (lost before they reached it). The
+// Server asks it where the next held sequence is, so that an answer skips
+// a hole instead of ending at it. *Cache implements it.
+type HoleySource interface {
+	Source
+	// NextHeld returns the smallest sequence at or after from that the
+	// source holds for s; ok is false when there is none.
+	NextHeld(s wire.Session, from wire.Seq) (seq wire.Seq, ok bool)
+}

@@ -287,8 +287,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	} else {
 		perr = b.WriteTable(stdout)
 	}
-	if interrupted {
-		return errors.Join(errors.New("interrupted; what was measured is above and in the files"), werr, perr)
+	if interrupted { // a signal is a clean end: exit 0 unless writing failed
+		env.log.Warn("interrupted; what was measured is above and in the files")
+		return errors.Join(werr, perr)
 	}
 	return errors.Join(runErr, werr, perr)
 }

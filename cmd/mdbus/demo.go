@@ -42,15 +42,21 @@ on this host's loopback interface with TTL 0 (lo must have multicast on).`)
 	if *rate <= 0 {
 		return usageErr("--rate %v: must be positive", *rate)
 	}
+	ops, err := startOps("demo")
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
 	sum, err := demo.Run(ctx, demo.Config{
 		Group: g, Interface: *ifname, Subscribers: *subs, Duration: *dur,
 		Rate: *rate, Seed: *seed, Out: stdout,
 		Loss: *loss, Reorder: *reorder, Dup: *dup, NoRewinder: *noRewind,
+		Counters: ops.Counters(),
 	})
 	if err != nil {
 		return err
 	}
-	if !sum.Complete() {
+	if !sum.Complete() && ctx.Err() == nil { // an interrupted run has printed its summary: exit 0
 		return errors.New("not every subscriber delivered the complete stream")
 	}
 	return nil

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
+	"sync/atomic"
 	"time"
 
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/tools/impair"
 )
 
@@ -72,11 +73,26 @@ Ends on SIGINT or after --duration.`)
 	if *dur < 0 {
 		return usageErr("--duration must not be negative")
 	}
+	ops, err := startOps("impair")
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+	lastLine := time.Now()
+	var latest atomic.Pointer[impair.RelayStats]
+	latest.Store(&impair.RelayStats{})
+	counters.AttachStruct(ops.Counters(), "impair", func() any { return latest.Load() })
 	cfg := impair.RelayConfig{
 		In: inG, Out: outG, Interface: *ifname, TTL: *ttl,
-		Impair: impair.Config{Loss: *loss, Reorder: *reorder, Duplicate: *dup, Delay: *delay, Jitter: *jitter, Seed: *seed},
-		Ready:  func() { fmt.Fprintf(os.Stderr, "mdbus impair: %s -> %s on %s\n", inG, outG, *ifname) },
+		Impair:        impair.Config{Loss: *loss, Reorder: *reorder, Duplicate: *dup, Delay: *delay, Jitter: *jitter, Seed: *seed},
+		Ready:         func() { env.log.Info("relaying", "in", inG.String(), "out", outG.String(), "interface", *ifname) },
+		ProgressEvery: 100 * time.Millisecond,
 		Progress: func(s impair.RelayStats) {
+			latest.Store(&s)
+			if time.Since(lastLine) < time.Second {
+				return
+			}
+			lastLine = time.Now()
 			fmt.Fprintf(stdout, "%s in %d out %d dropped %d duplicated %d reordered %d delayed %d\n",
 				time.Now().Format("15:04:05"), s.Received, s.Impair.Out, s.Impair.Dropped, s.Impair.Duplicated, s.Impair.Reordered, s.Impair.Delayed)
 		},
@@ -87,7 +103,9 @@ Ends on SIGINT or after --duration.`)
 		defer cancel()
 	}
 	st, err := impair.Relay(ctx, cfg)
-	fmt.Fprintf(os.Stderr, "mdbus impair: relayed %d datagrams, sent %d, dropped %d\n", st.Received, st.Impair.Out, st.Impair.Dropped)
+	latest.Store(&st)
+	env.log.Info("summary", "received", st.Received, "sent", st.Impair.Out, "dropped", st.Impair.Dropped,
+		"duplicated", st.Impair.Duplicated, "reordered", st.Impair.Reordered, "delayed", st.Impair.Delayed)
 	if err != nil && ctx.Err() == nil {
 		return err
 	}

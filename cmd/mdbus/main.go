@@ -1,5 +1,14 @@
 // Command mdbus is the one binary of the mdbus market-data bus: publish,
-// subscribe, run the demo, relay with impairment, rewind, benchmark.
+// subscribe, run the demo, relay with impairment, rewind, benchmark, and
+// look at the running processes (stat).
+//
+// Every long-running command keeps its counters in a file under
+// /dev/shm/mdbus that "mdbus stat" reads live (tools/counters), serves
+// them to Prometheus with --metrics ADDR, logs through log/slog
+// (--log-format, --log-level; repeated records rate limited by
+// internal/logx), and ends cleanly on SIGINT or SIGTERM: flush, end of
+// session, a final summary, counters file removed, exit 0. A second signal
+// exits at once.
 //
 // Run "mdbus help" for the subcommands and "mdbus CMD -h" for each one's
 // flags. Everything defaults to the loopback interface and TTL 0: no
@@ -13,11 +22,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 
+	"github.com/mdbus/mdbus/internal/logx"
 	"github.com/mdbus/mdbus/internal/netlab"
 )
 
@@ -51,12 +63,26 @@ Commands:
 Run "mdbus COMMAND -h" for a command's flags. Defaults never leave the host:
 interface lo, multicast TTL 0. Add --netns to run inside a private network
 namespace where nothing can reach a real network.
+
+`+globalUsage+`
+SIGINT or SIGTERM ends a command cleanly (flush, end of session, summary,
+counters file removed, exit 0); a second signal exits at once.
 `)
 }
 
 func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// Global flags may come before or after the command name.
+	g, rest, gerr := parseGlobals(args[1:])
+	if gerr != nil {
+		fmt.Fprintf(stderr, "mdbus: %v\n", gerr)
+		return 2
+	}
+	if len(rest) > 0 && rest[0] != "--" {
+		reexecArgs = args
+		args = append([]string{args[0]}, rest...)
+	}
 	if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" {
 		usage(stdout)
 		if len(args) < 2 {
@@ -70,8 +96,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if wantNetns(args[1], args[2:]) && !netlab.Inside() {
-		code, err := netlab.Reexec(args, nil)
+	cmdArgs := args[2:]
+	env.globals = g
+	var err error
+	env.log, err = newLogger(g, stderr)
+	if err == nil {
+		slog.SetDefault(env.log) // libraries that log to the default (subscriber) go through ours
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+		return 2
+	}
+	if wantNetns(args[1], cmdArgs) && !netlab.Inside() {
+		code, err := netlab.Reexec(reexecArgs, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "mdbus %s: --netns: %v\n", args[1], err)
 			return 1
@@ -84,9 +121,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(stderr, args[1])
 	defer stop()
-	err := cmd.run(ctx, args[2:], stdout)
+	err = cmd.run(ctx, cmdArgs, stdout)
+	logx.Flush(env.log)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
@@ -98,6 +136,51 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 }
+
+// notifyContext returns a context cancelled by the first SIGINT or
+// SIGTERM; a second one runs the cleanups (removing the counters file) and
+// exits at once with status 1.
+func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			env.log.Info("signal: finishing (a second signal exits at once)", "signal", s.String())
+			cancel()
+		case <-done:
+			return
+		}
+		first := time.Now()
+		for {
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+			// Inside the lab (--netns) a Ctrl-C arrives twice: from the
+			// terminal and relayed by the parent. Only a signal well after
+			// the first is a second one.
+			if !netlab.Inside() || time.Since(first) > 250*time.Millisecond {
+				break
+			}
+		}
+		runCleanup()
+		fmt.Fprintf(stderr, "mdbus %s: second signal: exiting at once\n", name)
+		os.Exit(1)
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel()
+	}
+}
+
+// reexecArgs is the command line as given, globals included, for the
+// re-execution inside the lab.
+var reexecArgs = os.Args
 
 // errUsage marks errors in the command line: exit code 2.
 var errUsage = errors.New("usage")

@@ -2,16 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -88,6 +92,10 @@ order-book messages at --rate until --count messages or --duration.`)
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
 	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
+	stamp := fs.Bool("stamp", true, "with --synthetic: write the send time into each message's ITCH timestamp (sub --stats shows one-way latency)")
+	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
+	allow := fs.String("allow", "", "with --retransmit: networks re-requests are accepted from, CIDR,... (default: anyone)")
+	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit or a journal, else none; negative: none")
 	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,7 +110,12 @@ order-book messages at --rate until --count messages or --duration.`)
 	if *syn && *rate == 0 {
 		*rate = 10_000
 	}
+	if *hold < 0 {
+		return usageErr("--hold must not be negative")
+	}
 	var sinks []publisher.Sink
+	var cache *retransmit.Cache
+	var srv *retransmit.Server
 	if *retr != "" {
 		l, err := parseAddr("--retransmit", *retr, false)
 		if err != nil {
@@ -112,15 +125,19 @@ order-book messages at --rate until --count messages or --duration.`)
 		if err != nil {
 			return err
 		}
-		cache := retransmit.NewCache(retransmit.CacheConfig{})
-		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
-			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl})
+		nets, err := parseAllow(*allow)
 		if err != nil {
 			return err
 		}
-		defer srv.Close()
+		cache = retransmit.NewCache(retransmit.CacheConfig{})
+		srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
+			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl, Allow: nets})
+		if err != nil {
+			return err
+		}
+		defer srv.Close() // after pub.Close and its grace: re-requests for the tail are answered
 		sinks = append(sinks, cache)
-		fmt.Fprintf(os.Stderr, "mdbus pub: re-requests on %s\n", srv.Addr())
+		env.log.Info("answering re-requests", "addr", srv.Addr().String())
 	}
 	var pj *pubJournal
 	if j, err := jf.open(); err != nil || j != nil {
@@ -133,7 +150,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
-		Linger: *linger, Sinks: sinks,
+		Linger: *linger, Sinks: sinks, Grace: *grace, Logger: env.log,
 	})
 	if err != nil {
 		if pj != nil {
@@ -148,26 +165,77 @@ order-book messages at --rate until --count messages or --duration.`)
 			return err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "mdbus pub: session %s -> %s via %s (ttl %d)\n", pub.Session(), group, *gf.ifname, *ttl)
+	ops, err := startOps("pub")
+	if err != nil {
+		pub.Close()
+		if pj != nil {
+			pj.finish(pub)
+		}
+		return err
+	}
+	defer ops.Close()
+	counters.AttachPublisher(ops.Counters(), "pub", pub)
+	if srv != nil {
+		counters.AttachServer(ops.Counters(), "retransmit", srv.Stats)
+		counters.AttachCache(ops.Counters(), "cache", cache, func() []wire.Session { return []wire.Session{pub.Session()} })
+	}
+	env.log.Info("publishing", "session", pub.Session().String(), "group", group.String(), "interface", *gf.ifname, "ttl", *ttl)
 	var sent int
 	if *syn {
-		sent, err = pubSynthetic(ctx, pub, *count, *dur, *seed)
+		sent, err = pubSynthetic(ctx, pub, *count, *dur, *seed, *stamp)
 	} else {
 		sent, err = pubLines(ctx, pub, os.Stdin)
 	}
-	cerr := pub.Close()
+	if err == nil && *hold > 0 {
+		select { // heartbeats and re-requests go on; end of session after
+		case <-ctx.Done():
+		case <-time.After(*hold):
+		}
+	}
+	cerr := pub.Close() // flushes and sends end of session
 	if pj != nil {
 		cerr = errors.Join(cerr, pj.finish(pub))
 	}
 	st := pub.Stats()
-	fmt.Fprintf(os.Stderr, "mdbus pub: sent %d messages in %d packets, next sequence %d\n", sent, st.Packets, pub.NextSeq())
+	attrs := []any{"session", pub.Session().String(), "published", sent, "messages", st.Messages, "packets", st.Packets,
+		"bytes", st.Bytes, "heartbeats", st.Heartbeats, "send_errors", st.SendErrors, "next_seq", uint64(pub.NextSeq())}
+	if srv != nil {
+		ss := srv.Stats()
+		attrs = append(attrs, "requests", ss.Requests, "answered", ss.Answered, "refused", ss.Refused.Total(), "repair_bytes", ss.Bytes())
+	}
+	env.log.Info("summary", attrs...)
 	if err != nil {
 		return err
 	}
-	return cerr
+	if cerr != nil {
+		return fmt.Errorf("close: %w (packets may not have reached the group; check the interface and route)", cerr)
+	}
+	return nil
 }
 
-func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, seed uint64) (int, error) {
+// parseAllow parses an --allow list of networks (CIDR), separated by
+// commas; a bare address is its own network.
+func parseAllow(val string) ([]netip.Prefix, error) {
+	var nets []netip.Prefix
+	for _, f := range strings.Split(val, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, usageErr("--allow %q: want networks like 10.0.0.0/8,192.168.1.7/32,fd00::/8", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		nets = append(nets, p.Masked())
+	}
+	return nets, nil
+}
+
+func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, seed uint64, stamp bool) (int, error) {
 	g := synth.New(seed)
 	var end <-chan time.Time
 	if dur > 0 {
@@ -185,6 +253,9 @@ func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, du
 			}
 		}
 		buf = g.Next(buf[:0])
+		if stamp {
+			oneway.Stamp(buf, time.Now())
+		}
 		if _, err := pub.Publish(buf); err != nil {
 			return n, err
 		}
@@ -193,20 +264,52 @@ func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, du
 }
 
 func pubLines(ctx context.Context, pub *publisher.Publication, in io.Reader) (int, error) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), wire.MaxPayloadSize)
+	// A read of standard input cannot be interrupted (a blocking pipe or
+	// terminal ignores Close), so a reader goroutine hands lines over and
+	// a signal ends the session at once. At a signal the reader may stay
+	// blocked in read until the process exits, a few milliseconds later.
+	type line struct {
+		b   []byte
+		err error
+		end bool
+	}
+	lines := make(chan line, 256)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), wire.MaxPayloadSize)
+		for sc.Scan() {
+			select {
+			case lines <- line{b: bytes.Clone(sc.Bytes())}:
+			case <-quit:
+				return
+			}
+		}
+		select {
+		case lines <- line{err: sc.Err(), end: true}:
+		case <-quit:
+		}
+		close(lines)
+	}()
 	n := 0
-	for sc.Scan() {
-		if ctx.Err() != nil {
+	for {
+		select {
+		case <-ctx.Done():
 			return n, nil
+		case l, ok := <-lines:
+			switch {
+			case !ok:
+				return n, nil
+			case l.err != nil:
+				return n, fmt.Errorf("read stdin after line %d: %w", n, l.err)
+			case l.end:
+				return n, nil
+			}
+			if _, err := pub.Publish(l.b); err != nil {
+				return n, fmt.Errorf("line %d: %w (messages must fit one packet: shorten the line or raise --payload)", n+1, err)
+			}
+			n++
 		}
-		if _, err := pub.Publish(sc.Bytes()); err != nil {
-			return n, fmt.Errorf("line %d: %w", n+1, err)
-		}
-		n++
 	}
-	if err := sc.Err(); err != nil {
-		return n, fmt.Errorf("read stdin after line %d: %w", n, err)
-	}
-	return n, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -118,6 +119,13 @@ journal back with mdbus replay.`)
 	if err != nil {
 		return err
 	}
+	ops, err := startOps("record")
+	if err != nil {
+		rec.Close()
+		return err
+	}
+	defer ops.Close() // after rec.Close: the last sample is final
+	counters.AttachRecorder(ops.Counters(), "record", rec)
 	fmt.Fprintf(os.Stderr, "mdbus record: journaling %s into %s\n", group, *jf.dir)
 	var tick <-chan time.Time
 	if *stats > 0 {

@@ -13,12 +13,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/replay"
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -125,6 +127,18 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 	}
 	name := strings.TrimRight(string(id.Session[:]), " ")
 	var pub *publisher.Publication
+	var cur atomic.Pointer[publisher.Publication] // pub, for the counters sampler
+	ops, err := startOps("replay")
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+	counters.AttachStruct(ops.Counters(), "replay", func() any {
+		if p := cur.Load(); p != nil {
+			return p.Stats() // this pass's publication
+		}
+		return publisher.Stats{}
+	})
 	if *printFmt != "" {
 		out := bufio.NewWriterSize(stdout, 64<<10)
 		defer out.Flush()
@@ -141,6 +155,7 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 				if err != nil {
 					return err
 				}
+				cur.Store(pub)
 				fmt.Fprintf(os.Stderr, "mdbus replay: session %s from sequence %d -> %s via %s (ttl %d)\n", name, r.Seq, group, *gf.ifname, *ttl)
 			}
 			_, err := pub.Publish(r.Data)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/tools/counters"
 )
 
 func init() {
@@ -32,6 +32,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
+	allow := fs.String("allow", "", "networks re-requests are accepted from, CIDR,... (default: anyone)")
 	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter (pub --retransmit, another rewind) to fill this rewinder's own holes from")
 	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +53,10 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	if err != nil {
 		return err
 	}
+	nets, err := parseAllow(*allow)
+	if err != nil {
+		return err
+	}
 	up, err := parseAddr("--upstream", *upstream, false)
 	if err != nil {
 		return err
@@ -66,13 +71,30 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
 		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, Upstream: up, Journal: j,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
-		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate},
+		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate, Allow: nets},
 	})
 	if err != nil {
 		return err
 	}
 	defer rw.Close()
-	fmt.Fprintf(os.Stderr, "mdbus rewind: caching %s, re-requests on %s\n", group, rw.Addr())
+	ops, err := startOps("rewind")
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+	counters.AttachRewinder(ops.Counters(), "rewind", rw)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchDrops(wctx, "rewind feed", rw.FeedStats, time.Second) }()
+	defer func() { stopWatch(); <-watched }()
+	defer func() {
+		cs, ss, fs := rw.Cache().Stats(), rw.ServerStats(), rw.FeedStats()
+		env.log.Info("summary", "feed_messages", fs.Messages, "feed_gaps", fs.Gaps, "feed_lost", fs.LostMessages,
+			"cached", cs.Messages, "cached_bytes", cs.Bytes, "sessions", cs.Sessions,
+			"requests", ss.Requests, "answered", ss.Answered, "refused", ss.Refused.Total(),
+			"unicast_packets", ss.UnicastPackets, "multicast_packets", ss.MulticastPackets, "repair_bytes", ss.Bytes())
+	}()
+	env.log.Info("rewinding", "feed", group.String(), "re-requests", rw.Addr().String())
 	var tick <-chan time.Time
 	if *stats > 0 {
 		t := time.NewTicker(*stats)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/tools/statsd"
 	"github.com/mdbus/mdbus/wire"
@@ -88,7 +88,7 @@ relay's retransmit server (--retransmit).`)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := env.log
 	r, err := statsd.NewRelay(statsd.RelayConfig{
 		Listen: la, NoUDP: *noUDP, Unix: *unixPath, ReadBuffer: *rcvbuf, PreAggregate: *preagg, TickInterval: *tick,
 		SelfInterval: *self, Retransmit: ra, Logger: log,
@@ -97,6 +97,14 @@ relay's retransmit server (--retransmit).`)
 	if err != nil {
 		return err
 	}
+	ops, err := startOps("statsd-relay")
+	if err != nil {
+		r.Close()
+		return err
+	}
+	defer ops.Close() // after r.Close below: the file's last sample is final
+	counters.AttachPublisher(ops.Counters(), "bus", r.Publication())
+	counters.AttachStruct(ops.Counters(), "relay", func() any { return r.Stats() })
 	fmt.Fprintf(os.Stderr, "mdbus statsd relay: udp %s unix %q -> %s session %s, re-requests on %s\n",
 		r.Addr(), *unixPath, group, r.Publication().Session(), r.RetransmitAddr())
 	var tickC <-chan time.Time
@@ -211,7 +219,7 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	if impaired {
 		bus.Wrap = impair.Receiver(icfg)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := env.log
 	c, err := statsd.NewCollector(statsd.CollectorConfig{
 		Bus: bus, FlushInterval: *flush, Percentiles: percentiles, HistDigits: *digits, MaxSeries: *maxSeries,
 		MaxSetMembers: *maxMembers, DeleteIdle: *deleteIdle, Backends: backends, Logger: log,
@@ -219,6 +227,13 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	if err != nil {
 		return err
 	}
+	ops, err := startOps("statsd-collect")
+	if err != nil {
+		c.Close()
+		return err
+	}
+	defer ops.Close()
+	counters.AttachSubscriber(ops.Counters(), "bus", c.Subscriber())
 	fmt.Fprintf(os.Stderr, "mdbus statsd collect: %s via %s, re-requests to %s, flush every %v\n", group, *gf.ifname, ra, *flush)
 	var end <-chan time.Time
 	if *dur > 0 {

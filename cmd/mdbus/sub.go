@@ -9,8 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -40,6 +42,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	secondary := fs.String("secondary", "", "A/B: second feed group:port carrying the same sessions")
 	stop := fs.Bool("stop-on-loss", false, "stop delivering a stream at its first unrecoverable loss (default: report it and continue)")
 	imp := addImpairFlags(fs)
+	latency := fs.Bool("latency", true, "with --stats: one-way latency percentiles of stamped messages (pub --synthetic stamps them)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +90,10 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	done := make(chan struct{})
 	var once sync.Once
 	n := 0
+	var lat *oneway.Recorder
+	if *stats > 0 && *latency {
+		lat = oneway.NewRecorder()
+	}
 	scfg := subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy,
 		Retransmitter: retrAddr, RepairGroup: repairG, Secondary: secondG, LossPolicy: policy,
@@ -102,6 +109,8 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 			n++
 			if *stats == 0 {
 				printMessage(msgOut, m)
+			} else if lat != nil {
+				lat.Record(m.Data, time.Now())
 			}
 			if *count > 0 && n >= *count {
 				once.Do(func() { close(done) })
@@ -117,6 +126,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		},
 	}
 	feedStats := func() subscriber.Stats { return rs.stats() }
+	var feedStreams func() []subscriber.StreamStats // a resuming consumer shows totals only
 	if rs.enabled {
 		if err := rs.open(scfg); err != nil {
 			rs.close()
@@ -129,8 +139,32 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 			return err
 		}
 		defer s.Close()
-		feedStats = s.Stats
+		feedStats, feedStreams = s.Stats, s.Streams
 	}
+	ops, err := startOps("sub")
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+	counters.AttachSubscriberFuncs(ops.Counters(), "sub", feedStats, feedStreams)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchDrops(wctx, "sub", feedStats, time.Second) }()
+	defer func() { stopWatch(); <-watched }()
+	defer func() { // after the loop, before ops.Close and the subscriber's close
+		st := feedStats()
+		mu.Lock()
+		out.Flush()
+		attrs := []any{"messages", st.Messages, "packets", st.Packets, "bytes", st.Bytes, "duplicates", st.Duplicates,
+			"gaps", st.Gaps, "naks", st.NAKs, "repairs", st.Repairs, "recovered", st.Recovered, "lost", st.LostMessages,
+			"kernel_drops", st.KernelDrops, "dropped", st.Dropped, "streams", st.Streams}
+		if lat != nil {
+			t := lat.Total()
+			attrs = append(attrs, "latency_count", t.Count, "latency_p50", t.P50, "latency_p99", t.P99, "latency_p999", t.P999, "latency_max", t.Max)
+		}
+		mu.Unlock()
+		env.log.Info("summary", attrs...)
+	}()
 	var tick <-chan time.Time
 	if *stats > 0 {
 		t := time.NewTicker(*stats)
@@ -154,9 +188,13 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 			st := feedStats()
 			streams := st.Streams
 			mu.Lock() // never call into the subscriber while holding mu: OnMessage takes mu under the subscriber's lock
-			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d naks %d recovered %d lost %d (recovery p50 %v p99 %v) kernel-drops %d streams %d\n",
+			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d naks %d recovered %d lost %d (recovery p50 %v p99 %v) kernel-drops %d streams %d",
 				time.Now().Format("15:04:05"), st.Messages, st.Messages-last.Messages, st.Packets, st.Bytes,
 				st.Duplicates, st.Gaps, st.NAKs, st.Recovered, st.LostMessages, st.RecoveryP50, st.RecoveryP99, st.KernelDrops, streams)
+			if lat != nil {
+				fmt.Fprintf(out, " | one-way %s", lat.Interval())
+			}
+			out.WriteByte('\n')
 			out.Flush()
 			mu.Unlock()
 			last = st

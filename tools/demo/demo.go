@@ -13,15 +13,18 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/tools/synth"
 )
@@ -41,6 +44,9 @@ type Config struct {
 	// runs beside the publisher.
 	NoRewinder bool
 	Out        io.Writer // live lines and summary; default io.Discard
+	// Counters, when set, gets the counters of every role of the demo
+	// (owners pub, rewind, sub1, sub2, ...), for mdbus stat and --metrics.
+	Counters *counters.File
 }
 
 func (c *Config) defaults() error {
@@ -103,6 +109,9 @@ type Result struct {
 	Lost       uint64
 	Complete   bool
 	Err        error // why not complete
+	// Latency is the one-way latency of every message delivered, from
+	// the send stamp in its ITCH timestamp to delivery.
+	Latency oneway.Summary
 }
 
 // Summary is the outcome of a run.
@@ -134,6 +143,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		name string
 		s    *subscriber.Subscriber
 		chk  *verify.Checker[subscriber.StreamID]
+		mu   *sync.Mutex // guards lat
+		lat  *oneway.Recorder
 	}
 	var rw *recorder.Rewinder
 	repair := repairGroup(cfg.Group)
@@ -159,10 +170,17 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	subs := make([]sub, cfg.Subscribers)
 	for i := range subs {
 		chk := verify.NewChecker[subscriber.StreamID](-1)
+		mu, lat := new(sync.Mutex), oneway.NewRecorder()
 		scfg := subscriber.Config{
 			Group: cfg.Group, Interface: cfg.Interface, StartSeq: 1, Wrap: wrap, ReorderPackets: 8192,
-			OnMessage: func(m subscriber.Message) { chk.Deliver(m.Stream, uint64(m.Seq), m.Data) },
-			OnLoss:    func(l subscriber.Loss) { chk.Skip(l.Stream, uint64(l.From), uint64(l.To-l.From)) },
+			OnMessage: func(m subscriber.Message) {
+				now := time.Now()
+				chk.Deliver(m.Stream, uint64(m.Seq), m.Data)
+				mu.Lock()
+				lat.Record(m.Data, now)
+				mu.Unlock()
+			},
+			OnLoss: func(l subscriber.Loss) { chk.Skip(l.Stream, uint64(l.From), uint64(l.To-l.From)) },
 		}
 		if rw != nil {
 			scfg.Retransmitter, scfg.RepairGroup = rw.Addr(), repair
@@ -174,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			}
 			return Summary{}, fmt.Errorf("demo: subscriber %d: %w", i+1, err)
 		}
-		subs[i] = sub{fmt.Sprintf("sub%d", i+1), s, chk}
+		subs[i] = sub{fmt.Sprintf("sub%d", i+1), s, chk, mu, lat}
 	}
 	defer func() {
 		for _, s := range subs {
@@ -189,13 +207,22 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return Summary{}, fmt.Errorf("demo: publisher: %w", err)
 	}
 	defer pub.Close()
-	fmt.Fprintf(w, "mdbus demo: publisher session %s -> %s on %s, %d subscribers, %.0f msgs/s for %v\n",
-		pub.Session(), cfg.Group, cfg.Interface, cfg.Subscribers, cfg.Rate, cfg.Duration)
+	if c := cfg.Counters; c != nil {
+		counters.AttachPublisher(c, "pub", pub)
+		if rw != nil {
+			counters.AttachRewinder(c, "rewind", rw)
+		}
+		for _, s := range subs {
+			counters.AttachSubscriber(c, s.name, s.s)
+		}
+	}
+	fmt.Fprintf(w, "mdbus demo: session %s -> %s on %s\n", pub.Session(), cfg.Group, cfg.Interface)
+	fmt.Fprintf(w, "  %d subscribers, %.0f msgs/s for %v\n", cfg.Subscribers, cfg.Rate, cfg.Duration)
 	if rw != nil {
-		fmt.Fprintf(w, "  rewinder caches the feed, answers re-requests on %s, repairs on %s\n", rw.Addr(), repair)
+		fmt.Fprintf(w, "  rewinder: re-requests on %s, repairs on %s\n", rw.Addr(), repair)
 	}
 	if cfg.impaired() {
-		fmt.Fprintf(w, "  each subscriber independently loses %.1f%%, reorders %.1f%%, duplicates %.1f%% of datagrams\n",
+		fmt.Fprintf(w, "  each subscriber loses %.1f%%, reorders %.1f%%, duplicates %.1f%% of datagrams\n",
 			100*cfg.Loss, 100*cfg.Reorder, 100*cfg.Dup)
 	}
 
@@ -207,21 +234,38 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer tick.Stop()
 	var buf []byte
 	lastSent, lastDelivered, lastAt := 0, make([]int, len(subs)), start
+	lastPkts := uint64(0)
+	// live prints one line per role, each under 80 columns.
 	live := func() {
-		var b strings.Builder
 		n, now := sent.N(), time.Now()
 		secs := max(now.Sub(lastAt).Seconds(), 1e-3)
 		lastAt = now
-		fmt.Fprintf(&b, "t=%4.1fs pub %9d msgs (%7.0f/s)", now.Sub(start).Seconds(), n, float64(n-lastSent)/secs)
-		lastSent = n
+		ps := pub.Stats()
+		fmt.Fprintf(w, "t=%5.1fs pub    %10d msgs %8.0f/s %7.0f pkts/s\n", now.Sub(start).Seconds(), n,
+			float64(n-lastSent)/secs, float64(ps.Packets-lastPkts)/secs)
+		lastSent, lastPkts = n, ps.Packets
+		if rw != nil {
+			cs, ss := rw.Cache().Stats(), rw.ServerStats()
+			fmt.Fprintf(w, "        rewind cached %9d  req %6d answered %6d refused %4d\n",
+				cs.Messages, ss.Requests, ss.Answered, ss.Refused.Total())
+		}
 		for i, s := range subs {
 			d := s.chk.Delivered()
 			st := s.s.Stats()
-			fmt.Fprintf(&b, " | %s %8d (%6.0f/s) gaps %d naks %d rec %d lost %d", s.name, d, float64(d-lastDelivered[i])/secs,
-				st.Gaps, st.NAKs, st.Recovered, st.LostMessages)
+			s.mu.Lock()
+			l := s.lat.Interval()
+			s.mu.Unlock()
+			line := fmt.Sprintf("        %-5s %8.0f/s %s", s.name, float64(d-lastDelivered[i])/secs, l)
+			if st.Gaps > 0 || st.LostMessages > 0 {
+				more := fmt.Sprintf(" gaps %d lost %d", st.Gaps, st.LostMessages)
+				if utf8.RuneCountInString(line+more) > 80 {
+					more = fmt.Sprintf(" g%d l%d", st.Gaps, st.LostMessages)
+				}
+				line += more
+			}
+			fmt.Fprintln(w, line)
 			lastDelivered[i] = d
 		}
-		fmt.Fprintln(w, b.String())
 	}
 publish:
 	for {
@@ -237,6 +281,7 @@ publish:
 		}
 		for range 256 { // publish in slices so the loop above stays responsive
 			buf = gen.Next(buf[:0])
+			oneway.Stamp(buf, time.Now())
 			if _, err := pub.Publish(buf); err != nil {
 				return Summary{}, fmt.Errorf("demo: publish: %w", err)
 			}
@@ -268,6 +313,9 @@ publish:
 	for _, s := range subs {
 		st := s.s.Stats()
 		r := Result{Name: s.name, Gaps: st.Gaps, NAKs: st.NAKs, Recovered: st.Recovered, Lost: st.LostMessages}
+		s.mu.Lock()
+		r.Latency = s.lat.Total()
+		s.mu.Unlock()
 		var id subscriber.StreamID
 		found := false
 		for k, st := range s.chk.Streams() {
@@ -291,8 +339,10 @@ publish:
 		if !r.Complete {
 			verdict = "INCOMPLETE: " + r.Err.Error()
 		}
-		fmt.Fprintf(w, "  %s: delivered %d/%d, in order %v, duplicates %d, gaps %d, NAKs %d, recovered %d, lost %d -> %s\n",
-			r.Name, r.Delivered, sum.Sent, r.OutOfOrder == 0, r.Duplicates, r.Gaps, r.NAKs, r.Recovered, r.Lost, verdict)
+		fmt.Fprintf(w, "  %-6s delivered %d/%d, in order %v, duplicates %d\n", r.Name, r.Delivered, sum.Sent, r.OutOfOrder == 0, r.Duplicates)
+		fmt.Fprintf(w, "         gaps %d, NAKs %d, recovered %d, lost %d\n", r.Gaps, r.NAKs, r.Recovered, r.Lost)
+		fmt.Fprintf(w, "         one-way %s\n", r.Latency)
+		fmt.Fprintf(w, "         %s\n", verdict)
 	}
 	return sum, nil
 }

@@ -272,7 +272,8 @@ func (c *Client) Close() error {
 		err = cerr
 	}
 	if c.srv != nil {
-		time.Sleep(c.cfg.TickInterval)
+		// The publication's Close (above) waited its Grace with this
+		// server still answering re-requests for the tail.
 		c.srv.Close()
 	}
 	return err

@@ -123,6 +123,11 @@ func (c RelayConfig) withDefaults() (RelayConfig, error) {
 	if c.EndGrace <= 0 {
 		c.EndGrace = time.Second
 	}
+	if c.Bus.Grace == 0 {
+		// The publication's Close repeats the end of session and waits
+		// EndGrace while the retransmit server (closed after it) answers.
+		c.Bus.Grace = c.EndGrace
+	}
 	if c.SelfInterval == 0 {
 		c.SelfInterval = DefaultSelfInterval
 	}
@@ -309,9 +314,8 @@ func (r *Relay) closeAll() error {
 		errs = append(errs, r.pub.Close())
 	}
 	if r.srv != nil {
-		// Keep answering re-requests a moment after the end of session,
-		// so collectors can repair a lost tail.
-		time.Sleep(r.cfg.EndGrace)
+		// Closed after the publication, whose Close waited Bus.Grace
+		// with this server still answering the tail's re-requests.
 		errs = append(errs, r.srv.Close())
 	}
 	return errors.Join(errs...)

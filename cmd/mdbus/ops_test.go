@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/tools/counters"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseGlobals(t *testing.T) {
+	for _, tc := range []struct {
+		args, rest []string
+		want       globals
+	}{
+		{[]string{"--group", "x", "--stats", "1s"}, []string{"--group", "x", "--stats", "1s"},
+			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: counters.DefaultDir}},
+		{[]string{"--log-format", "json", "sub", "--log-level=debug", "--counters=false", "--metrics", ":9464", "--", "--log-format"},
+			[]string{"sub", "--", "--log-format"},
+			globals{logFormat: "json", logLevel: "debug", counters: false, countersDir: counters.DefaultDir, metrics: ":9464"}},
+		{[]string{"-counters-dir", "/tmp/x", "-counters"}, nil,
+			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: "/tmp/x"}},
+	} {
+		t.Setenv("MDBUS_COUNTERS_DIR", "")
+		g, rest, err := parseGlobals(tc.args)
+		require.NoError(t, err, tc.args)
+		require.Equal(t, tc.want, g, tc.args)
+		require.Equal(t, tc.rest, rest, tc.args)
+	}
+	for _, bad := range [][]string{{"--metrics"}, {"--counters=maybe"}} {
+		_, _, err := parseGlobals(bad)
+		require.ErrorIs(t, err, errUsage, bad)
+	}
+	t.Setenv("MDBUS_COUNTERS_DIR", "/run/x")
+	g, _, err := parseGlobals(nil)
+	require.NoError(t, err)
+	require.Equal(t, "/run/x", g.countersDir)
+}
+
+func TestRunRejectsBadGlobals(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 2, run([]string{"mdbus", "--log-format", "xml", "stat", "--once"}, &out, &errb))
+	require.Contains(t, errb.String(), "want text or json")
+}
+
+func TestStatViewStaleAndLive(t *testing.T) {
+	dir := t.TempDir()
+	f, err := counters.Create(counters.Config{Dir: dir, Role: "sub", Interval: -1})
+	require.NoError(t, err)
+	defer f.Close()
+	f.Add(counters.SubMessages, counters.Free, "", "sub").Set(1000)
+	f.Add(counters.StreamNextSeq, counters.Free, "", "sub/S1@127.0.0.1:5").Set(1001)
+	f.Add(counters.StreamMessages, counters.Free, "", "sub/S1@127.0.0.1:5").Set(1000)
+	f.SampleNow()
+	sv := &statViewer{dir: dir, clean: true, readers: map[string]*counters.Reader{},
+		prev: map[string]map[string]int64{}, prevAt: map[string]time.Time{}}
+	defer sv.close()
+	procs, err := sv.view()
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	require.Equal(t, "live", procs[0].State)
+	// A second view after more messages: rates appear.
+	time.Sleep(20 * time.Millisecond)
+	f.Add(counters.KindCustom, counters.Gauge, "x", "sub") // a new slot shows too
+	f.SampleNow()
+	procs, err = sv.view()
+	require.NoError(t, err)
+	var b bytes.Buffer
+	renderStat(&b, dir, procs)
+	s := b.String()
+	require.Contains(t, s, "sub  pid")
+	require.Contains(t, s, "subscriber_messages_total 1000 (0/s)")
+	require.Regexp(t, `sub/S1@127\.0\.0\.1:5 +1001 +1000 `, s)
+	require.True(t, strings.Contains(s, "x 0"), s)
+}
+
+func TestHuman(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 12.5: "12.5", 12345: "12.3k", 1234567: "1.23M", 4.56e9: "4.56G", -20000: "-20.0k"} {
+		require.Equal(t, want, human(v), v)
+	}
+}

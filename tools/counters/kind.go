@@ -1,0 +1,140 @@
+package counters
+
+// Kind is the stable identity of what a slot counts, like Aeron's counter
+// type ids: readers key on it, so a value keeps its meaning across
+// versions. Part of the file format: never renumber, only add.
+type Kind uint32
+
+// Kinds. A slot's label refines its kind (the verdict of a request count,
+// the field name of KindCustom); its owner names the role instance and,
+// for per-stream counters, the stream.
+const (
+	// KindCustom is a value named by its label alone (a role attached
+	// with AttachStruct).
+	KindCustom Kind = 0
+
+	// Publisher.
+	PubPublished  Kind = 1 // messages accepted by Publish
+	PubMessages   Kind = 2 // messages in packets the kernel accepted
+	PubPackets    Kind = 3
+	PubBytes      Kind = 4 // UDP payload bytes
+	PubHeartbeats Kind = 5
+	PubSendErrors Kind = 6
+	PubNextSeq    Kind = 7 // gauge
+	PubQueueFull  Kind = 8
+
+	// Subscriber, all streams.
+	SubDatagrams   Kind = 20
+	SubPackets     Kind = 21
+	SubMessages    Kind = 22
+	SubBytes       Kind = 23
+	SubDuplicates  Kind = 24
+	SubGaps        Kind = 25
+	SubNAKs        Kind = 26
+	SubRepairs     Kind = 27
+	SubRecovered   Kind = 28
+	SubLost        Kind = 29
+	SubKernelDrops Kind = 30
+	SubDropped     Kind = 31 // label: drop reason
+	SubHeld        Kind = 32 // gauge: packets in reorder buffers
+	SubStreams     Kind = 33 // gauge
+	SubHeartbeats  Kind = 34
+
+	// Subscriber, per stream (owner "NAME/SESSION@SOURCE").
+	StreamNextSeq     Kind = 40 // gauge
+	StreamMessages    Kind = 41
+	StreamBytes       Kind = 42
+	StreamGaps        Kind = 43
+	StreamNAKs        Kind = 44
+	StreamRepairs     Kind = 45
+	StreamPending     Kind = 46 // gauge: messages being recovered
+	StreamLost        Kind = 47
+	StreamDuplicates  Kind = 48
+	StreamHeld        Kind = 49 // gauge: reorder buffer occupancy, packets
+	StreamProgressAge Kind = 50 // gauge, ms: since next, horizon or end last moved
+	StreamRecovered   Kind = 51
+
+	// Retransmitter (server) and its cache.
+	RetrRequests  Kind = 60 // label: verdict (answered, capped, partial, refused-REASON)
+	RetrPackets   Kind = 61 // label: unicast or multicast
+	RetrBytes     Kind = 62 // label: unicast or multicast
+	RetrMessages  Kind = 63
+	RetrErrors    Kind = 64 // label: send, read, kernel-drop
+	CacheMessages Kind = 70 // gauge: depth
+	CacheBytes    Kind = 71 // gauge
+	CacheSessions Kind = 72 // gauge
+	CacheSpan     Kind = 73 // gauge: sequences from oldest cached to next (label: session)
+	CacheEvicted  Kind = 74
+)
+
+type kindInfo struct {
+	name, labelKey, help string
+	typ                  Type
+	scale                float64 // Prometheus value = slot value * scale (base units); 0 means 1
+}
+
+var kinds = map[Kind]kindInfo{
+	PubPublished:  {"publisher_published_total", "", "messages accepted by Publish", Counter, 0},
+	PubMessages:   {"publisher_messages_total", "", "messages in packets the kernel accepted", Counter, 0},
+	PubPackets:    {"publisher_packets_total", "", "data packets sent", Counter, 0},
+	PubBytes:      {"publisher_bytes_total", "", "UDP payload bytes of data packets sent", Counter, 0},
+	PubHeartbeats: {"publisher_heartbeats_total", "", "heartbeats sent", Counter, 0},
+	PubSendErrors: {"publisher_send_errors_total", "", "packets the kernel refused", Counter, 0},
+	PubNextSeq:    {"publisher_next_sequence", "", "next sequence number to assign", Gauge, 0},
+	PubQueueFull:  {"publisher_queue_full_total", "", "waits for a free send buffer", Counter, 0},
+
+	SubDatagrams:   {"subscriber_datagrams_total", "", "datagrams read from all sockets", Counter, 0},
+	SubPackets:     {"subscriber_packets_total", "", "datagrams that decoded as MoldUDP64", Counter, 0},
+	SubMessages:    {"subscriber_messages_total", "", "messages delivered", Counter, 0},
+	SubBytes:       {"subscriber_bytes_total", "", "message bytes delivered", Counter, 0},
+	SubDuplicates:  {"subscriber_duplicates_total", "", "duplicate messages dropped", Counter, 0},
+	SubGaps:        {"subscriber_gaps_total", "", "gap ranges detected", Counter, 0},
+	SubNAKs:        {"subscriber_naks_total", "", "re-requests sent", Counter, 0},
+	SubRepairs:     {"subscriber_repairs_total", "", "repair packets that filled a gap", Counter, 0},
+	SubRecovered:   {"subscriber_recovered_total", "", "messages recovered after a gap", Counter, 0},
+	SubLost:        {"subscriber_lost_total", "", "messages declared lost", Counter, 0},
+	SubKernelDrops: {"subscriber_kernel_drops_total", "", "datagrams the kernel dropped (SO_RXQ_OVFL)", Counter, 0},
+	SubDropped:     {"subscriber_dropped_total", "reason", "datagrams dropped, by reason", Counter, 0},
+	SubHeld:        {"subscriber_reorder_held", "", "packets held in reorder buffers", Gauge, 0},
+	SubStreams:     {"subscriber_streams", "", "streams known", Gauge, 0},
+	SubHeartbeats:  {"subscriber_heartbeats_total", "", "heartbeats received", Counter, 0},
+
+	StreamNextSeq:     {"stream_next_sequence", "", "next sequence to deliver", Gauge, 0},
+	StreamMessages:    {"stream_messages_total", "", "messages delivered", Counter, 0},
+	StreamBytes:       {"stream_bytes_total", "", "message bytes delivered", Counter, 0},
+	StreamGaps:        {"stream_gaps_total", "", "gap ranges detected", Counter, 0},
+	StreamNAKs:        {"stream_naks_total", "", "re-requests sent", Counter, 0},
+	StreamRepairs:     {"stream_repairs_total", "", "repair packets that filled a gap", Counter, 0},
+	StreamPending:     {"stream_pending_messages", "", "messages being recovered now", Gauge, 0},
+	StreamLost:        {"stream_lost_total", "", "messages declared lost", Counter, 0},
+	StreamDuplicates:  {"stream_duplicates_total", "", "duplicate messages dropped", Counter, 0},
+	StreamHeld:        {"stream_reorder_held", "", "packets in the reorder buffer", Gauge, 0},
+	StreamProgressAge: {"stream_progress_age_seconds", "", "time since the stream's sequence state last moved (sampled; the slot holds ms)", Gauge, 1e-3},
+	StreamRecovered:   {"stream_recovered_total", "", "messages recovered after a gap", Counter, 0},
+
+	RetrRequests:  {"retransmit_requests_total", "verdict", "re-requests by verdict", Counter, 0},
+	RetrPackets:   {"retransmit_packets_total", "via", "repair packets sent", Counter, 0},
+	RetrBytes:     {"retransmit_bytes_total", "via", "repair bytes sent", Counter, 0},
+	RetrMessages:  {"retransmit_messages_total", "", "messages in repairs", Counter, 0},
+	RetrErrors:    {"retransmit_errors_total", "error", "socket errors", Counter, 0},
+	CacheMessages: {"cache_messages", "", "messages held in the cache (depth)", Gauge, 0},
+	CacheBytes:    {"cache_bytes", "", "bytes held in the cache", Gauge, 0},
+	CacheSessions: {"cache_sessions", "", "sessions in the cache", Gauge, 0},
+	CacheSpan:     {"cache_span_sequences", "session", "sequences from the oldest cached to the next", Gauge, 0},
+	CacheEvicted:  {"cache_evicted_total", "", "messages evicted to make room", Counter, 0},
+}
+
+// Name is the kind's metric name without the "mdbus_" prefix, e.g.
+// "stream_gaps_total"; "" for KindCustom and unknown kinds.
+func (k Kind) Name() string { return kinds[k].name }
+
+// LabelKey is the name of the dimension a slot's label gives the kind
+// ("verdict", "reason"), or "" when the label is only descriptive.
+func (k Kind) LabelKey() string { return kinds[k].labelKey }
+
+// Help is a one-line description of the kind.
+func (k Kind) Help() string { return kinds[k].help }
+
+// Type is the kind's type (Counter or Gauge); Free for KindCustom and
+// unknown kinds, whose slots carry their own.
+func (k Kind) Type() Type { return kinds[k].typ }

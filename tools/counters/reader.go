@@ -1,0 +1,403 @@
+package counters
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Errors of reading a counters file. They mark input that is not a
+// counters file of this version; match with errors.Is.
+var (
+	ErrMagic   = errors.New("counters: not a counters file (bad magic)")
+	ErrVersion = errors.New("counters: unsupported version")
+	ErrLayout  = errors.New("counters: bad layout")
+)
+
+// Header describes the process that writes a file.
+type Header struct {
+	PID        int
+	StartTicks uint64 // the process's start time, clock ticks after boot (/proc/PID/stat)
+	Created    time.Time
+	Role       string
+	Cmdline    string
+	Interval   time.Duration
+	Slots      int
+	// Sampled is the time of the last sampling pass; Epoch counts passes
+	// times two (odd while one writes).
+	Sampled time.Time
+	Epoch   uint64
+	// Exhausted counts counters that found no free slot.
+	Exhausted uint64
+}
+
+// Value is one slot in use.
+type Value struct {
+	Slot  int
+	Kind  Kind
+	Type  Type
+	Label string
+	Owner string
+	Value int64
+}
+
+// Snapshot is what a reader saw of a file.
+type Snapshot struct {
+	Header
+	Values []Value
+	// Consistent reports that every value is of the same sampling pass
+	// (the epoch was even and unchanged around the read). Otherwise each
+	// value is still one the writer stored, but values may be of two
+	// consecutive passes.
+	Consistent bool
+	// BadSlots counts slots whose description did not validate (a
+	// corrupt file) or kept changing during the read; they are skipped.
+	BadSlots int
+}
+
+// Parse reads a counters file image: the file's bytes as another process
+// wrote them. It checks the header and each slot and never trusts a length
+// in the data.
+func Parse(b []byte) (Snapshot, error) {
+	if len(b) > 0 && !aligned(b) {
+		c := alignedBytes(len(b))
+		copy(c, b)
+		b = c
+	}
+	return read(b)
+}
+
+func aligned(b []byte) bool { return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 }
+
+func parseHeader(b []byte) (Header, error) {
+	var h Header
+	if len(b) < HeaderSize {
+		if len(b) >= len(Magic) && string(b[:len(Magic)]) != Magic {
+			return h, ErrMagic
+		}
+		return h, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrLayout, len(b), HeaderSize)
+	}
+	if string(b[offMagic:offMagic+len(Magic)]) != Magic {
+		return h, ErrMagic
+	}
+	if v := le.Uint32(b[offVersion:]); v != Version {
+		return h, fmt.Errorf("%w %d (this reader knows %d; use the mdbus that wrote it)", ErrVersion, v, Version)
+	}
+	if hs, ss := le.Uint32(b[offHeaderSize:]), le.Uint32(b[offSlotSize:]); hs != HeaderSize || ss != SlotSize {
+		return h, fmt.Errorf("%w: header %d bytes, slots %d bytes", ErrLayout, hs, ss)
+	}
+	n := le.Uint32(b[offNumSlots:])
+	if n > MaxSlots {
+		return h, fmt.Errorf("%w: %d slots, more than %d", ErrLayout, n, MaxSlots)
+	}
+	if need := HeaderSize + int(n)*SlotSize; len(b) < need {
+		return h, fmt.Errorf("%w: %d bytes, %d slots need %d", ErrLayout, len(b), n, need)
+	}
+	pid := le.Uint64(b[offPID:])
+	if pid == 0 || pid > 1<<22 {
+		return h, fmt.Errorf("%w: pid %d", ErrLayout, pid)
+	}
+	h.PID = int(pid)
+	h.StartTicks = le.Uint64(b[offStartTicks:])
+	h.Created = time.Unix(0, int64(le.Uint64(b[offCreated:])))
+	h.Interval = time.Duration(le.Uint64(b[offInterval:]))
+	h.Role = cstring(b[offRole : offRole+RoleLen])
+	h.Cmdline = cstring(b[offCmdline : offCmdline+CmdlineLen])
+	h.Slots = int(n)
+	return h, nil
+}
+
+func cstring(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+// read parses b, retrying a bounded number of times for a snapshot of one
+// sampling pass. b is 8-byte aligned.
+func read(b []byte) (Snapshot, error) {
+	h, err := parseHeader(b)
+	if err != nil {
+		return Snapshot{Header: h}, err
+	}
+	var s Snapshot
+	for try := 0; ; try++ {
+		e1 := load(b, offEpoch)
+		s = Snapshot{Header: h, Values: s.Values[:0]}
+		readSlots(b, &s)
+		e2 := load(b, offEpoch)
+		s.Consistent = e1 == e2 && e1%2 == 0
+		if s.Consistent || try == 8 {
+			s.Epoch = e2
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 50 * time.Microsecond) // a pass takes microseconds
+	}
+	s.Sampled = time.Unix(0, int64(load(b, offSampled)))
+	s.Exhausted = load(b, offSlotsExhausted)
+	return s, nil
+}
+
+func readSlots(b []byte, s *Snapshot) {
+	for i := range s.Header.Slots {
+		m := b[HeaderSize+i*SlotSize:][:SlotSize]
+		ok := false
+		for range 4 {
+			q1 := load(m, slotSeq)
+			if q1 == 0 {
+				ok = true // never used
+				break
+			}
+			if q1%2 == 1 {
+				runtime.Gosched()
+				continue
+			}
+			typ := Type(m[slotType])
+			if typ == Free {
+				ok = true
+				break
+			}
+			ll, ol := int(m[slotLabelLen]), int(m[slotOwnerLen])
+			if typ > Gauge || ll > LabelLen || ol > OwnerLen {
+				break // corrupt: skip the slot
+			}
+			v := Value{Slot: i, Kind: Kind(le.Uint32(m[slotKind:])), Type: typ,
+				Label: strings.ToValidUTF8(string(m[slotLabel:slotLabel+ll]), "?"),
+				Owner: strings.ToValidUTF8(string(m[slotOwner:slotOwner+ol]), "?"),
+				Value: int64(load(m, slotValue))}
+			if load(m, slotSeq) != q1 {
+				continue
+			}
+			s.Values = append(s.Values, v)
+			ok = true
+			break
+		}
+		if !ok {
+			s.BadSlots++
+		}
+	}
+}
+
+// Reader reads a file another process writes, through a read-only
+// mapping: the writer never waits for it.
+type Reader struct {
+	path string
+	mem  []byte
+}
+
+// Open maps the counters file at path for reading.
+func Open(path string) (*Reader, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	fi, err := fd.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := fi.Size()
+	if size < HeaderSize || size > HeaderSize+MaxSlots*SlotSize {
+		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrLayout, size)
+	}
+	mem, err := syscall.Mmap(int(fd.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("counters: map %s: %w", path, err)
+	}
+	return &Reader{path: path, mem: mem}, nil
+}
+
+// Path is the file's path.
+func (r *Reader) Path() string { return r.path }
+
+// Snapshot reads the file now. A file cut short under the mapping (by a
+// hostile writer) gives an error, not a crash.
+func (r *Reader) Snapshot() (s Snapshot, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("counters: read %s: %v", r.path, p)
+		}
+	}()
+	s, err = read(r.mem)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", r.path, err)
+	}
+	return s, err
+}
+
+// Close unmaps the file.
+func (r *Reader) Close() error {
+	if r.mem == nil {
+		return nil
+	}
+	err := syscall.Munmap(r.mem)
+	r.mem = nil
+	return err
+}
+
+// State is what a scan found a file to be.
+type State uint8
+
+// States of a scanned file.
+const (
+	// Live: the writing process runs.
+	Live State = iota
+	// Stale: the writing process is gone (or its pid now belongs to a
+	// process started at another time).
+	Stale
+	// Unreadable: permissions (another user's file) or an I/O error.
+	Unreadable
+	// Invalid: not a counters file of this version.
+	Invalid
+)
+
+func (s State) String() string {
+	return [...]string{"live", "stale", "unreadable", "invalid"}[s]
+}
+
+// Entry is one file found by Scan.
+type Entry struct {
+	Path   string
+	State  State
+	Header Header
+	Err    error // why Unreadable or Invalid
+}
+
+// Scan lists the counters files in dir, sorted by role then pid, and says
+// which are live. A missing dir is an empty list.
+func Scan(dir string) ([]Entry, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*"+Ext))
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, p := range names {
+		e := Entry{Path: p}
+		fd, err := os.Open(p)
+		if err != nil {
+			e.State, e.Err = Unreadable, err
+			e.Header.Role, e.Header.PID = nameParts(filepath.Base(p)) // all we can know
+			out = append(out, e)
+			continue
+		}
+		b := alignedBytes(HeaderSize)
+		_, err = io.ReadFull(fd, b)
+		fd.Close()
+		if err != nil {
+			e.State, e.Err = Invalid, fmt.Errorf("%w: %v", ErrLayout, err)
+			out = append(out, e)
+			continue
+		}
+		e.Header, err = parseHeaderOnly(b)
+		switch {
+		case err != nil:
+			e.State, e.Err = Invalid, err
+		case !Alive(e.Header.PID, e.Header.StartTicks):
+			e.State = Stale
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Header.Role != out[j].Header.Role {
+			return out[i].Header.Role < out[j].Header.Role
+		}
+		if out[i].Header.PID != out[j].Header.PID {
+			return out[i].Header.PID < out[j].Header.PID
+		}
+		return out[i].Path < out[j].Path
+	})
+	return out, nil
+}
+
+// nameParts splits a file name "ROLE-PID.ctr"; zero values when it is
+// not one.
+func nameParts(name string) (role string, pid int) {
+	base := strings.TrimSuffix(name, Ext)
+	i := strings.LastIndexByte(base, '-')
+	if i <= 0 {
+		return "", 0
+	}
+	n, err := strconv.Atoi(base[i+1:])
+	if err != nil || n <= 0 {
+		return "", 0
+	}
+	return base[:i], n
+}
+
+// parseHeaderOnly checks a header without the slots that follow it.
+func parseHeaderOnly(b []byte) (Header, error) {
+	c := alignedBytes(HeaderSize)
+	copy(c, b)
+	le.PutUint32(c[offNumSlots:], 0) // the slots are not in b
+	h, err := parseHeader(c)
+	if err == nil {
+		h.Slots = int(le.Uint32(b[offNumSlots:]))
+		if h.Slots > MaxSlots {
+			return h, fmt.Errorf("%w: %d slots", ErrLayout, h.Slots)
+		}
+	}
+	return h, err
+}
+
+// Alive reports whether process pid runs and started at startTicks (clock
+// ticks after boot, as /proc/PID/stat says; 0 skips that check). A pid
+// reused by another process has another start time.
+func Alive(pid int, startTicks uint64) bool {
+	t, err := StartTicks(pid)
+	if err != nil {
+		return errors.Is(err, os.ErrPermission) // exists, not ours to read
+	}
+	return startTicks == 0 || t == startTicks
+}
+
+// StartTicks returns the start time of process pid in clock ticks after
+// boot: field 22 of /proc/PID/stat.
+func StartTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces or
+	// parentheses: the fields after it start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("counters: /proc/%d/stat: no ')'", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 { // field 3 is f[0]; field 22 is f[19]
+		return 0, fmt.Errorf("counters: /proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Clean removes the stale files of dir and returns their paths.
+func Clean(dir string) ([]string, error) {
+	es, err := Scan(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range es {
+		if e.State != Stale {
+			continue
+		}
+		if err := os.Remove(e.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return out, fmt.Errorf("counters: remove stale %s: %w", e.Path, err)
+		}
+		out = append(out, e.Path)
+	}
+	return out, nil
+}

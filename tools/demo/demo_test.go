@@ -1,0 +1,62 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mdbus/mdbus/internal/labtest"
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/tools/counters"
+	"github.com/mdbus/mdbus/tools/demo"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { labtest.Main(m) }
+
+// TestOutputFits80Columns runs a short lossy demo: every line fits an
+// 80-column terminal, each interval has one line per role with one-way
+// latency percentiles per subscriber, and the counters of every role are
+// in the file.
+func TestOutputFits80Columns(t *testing.T) {
+	netlab.Require(t)
+	f, err := counters.Create(counters.Config{Off: true, Role: "demo", Interval: -1})
+	require.NoError(t, err)
+	defer f.Close()
+	var out bytes.Buffer
+	sum, err := demo.Run(context.Background(), demo.Config{
+		Group: netip.MustParseAddrPort("239.192.80.1:31801"), Subscribers: 2, Duration: 2500 * time.Millisecond,
+		Rate: 20000, Loss: 0.01, Out: &out, Counters: f,
+	})
+	require.NoError(t, err)
+	require.True(t, sum.Complete(), out.String())
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	intervals := 0
+	for i, l := range lines {
+		require.LessOrEqual(t, utf8.RuneCountInString(l), 80, "line %d: %q", i+1, l)
+		if strings.HasPrefix(l, "t=") {
+			intervals++
+			require.Contains(t, l, " pub ")
+			require.Contains(t, lines[i+1], "rewind")
+			for j, name := range []string{"sub1", "sub2"} {
+				require.Contains(t, lines[i+2+j], name)
+				require.Regexp(t, `p50 \S+ p99 \S+ p99\.9 \S+ max \S+`, lines[i+2+j])
+			}
+		}
+	}
+	require.GreaterOrEqual(t, intervals, 2)
+	for _, r := range sum.Subscribers {
+		require.Equal(t, uint64(sum.Sent), r.Latency.Count, r.Name)
+		require.Positive(t, r.Latency.P50)
+	}
+	f.SampleNow()
+	owners := map[string]bool{}
+	for _, v := range f.Snapshot().Values {
+		owners[strings.SplitN(v.Owner, "/", 2)[0]] = true
+	}
+	require.Equal(t, map[string]bool{"pub": true, "rewind": true, "rewind-feed": true, "sub1": true, "sub2": true}, owners)
+}
