@@ -12,6 +12,7 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/impair"
@@ -77,56 +78,9 @@ func (j *byteJudge) count(port uint16) int {
 	return j.got[port]
 }
 
-// incarnationCache is a rewinder's cache that keeps one incarnation of
-// each session: when the subscriber feeding it delivers a message of a
-// new stream of a session (StreamID, incarnation included), the session's
-// held messages are dropped before the new one is added, so a re-request
-// is never answered with the previous incarnation's bytes. (The rewinder
-// itself must do the same; until it does, the test builds its own from a
-// subscriber, this cache and a retransmit.Server.)
-type incarnationCache struct {
-	mu      sync.Mutex
-	caches  map[wire.Session]*retransmit.Cache
-	streams map[wire.Session]subscriber.StreamID
-}
-
-func newIncarnationCache() *incarnationCache {
-	return &incarnationCache{caches: map[wire.Session]*retransmit.Cache{}, streams: map[wire.Session]subscriber.StreamID{}}
-}
-
-func (c *incarnationCache) onMessage(m subscriber.Message) {
-	c.mu.Lock()
-	cache := c.caches[m.Stream.Session]
-	if cache == nil || c.streams[m.Stream.Session] != m.Stream {
-		cache = retransmit.NewCache(retransmit.CacheConfig{MaxBytes: 16 << 20})
-		c.caches[m.Stream.Session], c.streams[m.Stream.Session] = cache, m.Stream
-	}
-	c.mu.Unlock()
-	cache.Add(m.Stream.Session, m.Seq, m.Data)
-}
-
-func (c *incarnationCache) cache(s wire.Session) *retransmit.Cache {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.caches[s]
-}
-
-func (c *incarnationCache) Bounds(s wire.Session) (first, next wire.Seq, ok bool) {
-	if cache := c.cache(s); cache != nil {
-		return cache.Bounds(s)
-	}
-	return 0, 0, false
-}
-
-func (c *incarnationCache) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, payloadSize int) ([]byte, int, error) {
-	if cache := c.cache(s); cache != nil {
-		return cache.AppendPacket(dst, s, from, max, payloadSize)
-	}
-	return dst, 0, nil
-}
-
-// miniRewinder is a rewinder made of a subscriber, an incarnationCache and
-// a retransmit.Server.
+// miniRewinder is the real rewinder (recorder.Rewinder) of feed on lo:
+// it must drop a session's previous incarnation when the publisher
+// restarts under the same name.
 func miniRewinder(t *testing.T, feed netip.AddrPort) netip.AddrPort {
 	return miniRewinderOn(t, feed, "lo", netip.MustParseAddrPort("127.0.0.1:0"))
 }
@@ -135,15 +89,12 @@ func miniRewinder(t *testing.T, feed netip.AddrPort) netip.AddrPort {
 // on listen.
 func miniRewinderOn(t *testing.T, feed netip.AddrPort, iface string, listen netip.AddrPort) netip.AddrPort {
 	t.Helper()
-	ic := newIncarnationCache()
-	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: listen,
-		Sources: []retransmit.Source{ic}, RequesterRateBytes: 100e6})
+	rw, err := recorder.NewRewinder(recorder.RewinderConfig{Feed: feed, Interface: iface,
+		Cache:  retransmit.CacheConfig{MaxBytes: 16 << 20},
+		Server: retransmit.ServerConfig{Listen: listen, RequesterRateBytes: 100e6}})
 	require.NoError(t, err)
-	t.Cleanup(func() { srv.Close() })
-	sub, err := subscriber.New(subscriber.Config{Group: feed, Interface: iface, ReadBuffer: 32 << 20, OnMessage: ic.onMessage})
-	require.NoError(t, err)
-	t.Cleanup(func() { sub.Close() })
-	return srv.Addr()
+	t.Cleanup(func() { rw.Close() })
+	return rw.Addr()
 }
 
 // rawRun sends msgs as session s from conn (a fixed source port) in
