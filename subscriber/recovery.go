@@ -67,6 +67,12 @@ func (c *core) detector(s *stream) *nak.LossDetector {
 func (c *core) gapFound(s *stream, from, to wire.Seq) {
 	d := c.detector(s)
 	d.OnGap(c.now, nak.Range{From: from, To: to})
+	c.rearm(d)
+}
+
+// rearm wakes the timer goroutine when d's next deadline is earlier than
+// the one it sleeps towards.
+func (c *core) rearm(d *nak.LossDetector) {
 	if t, ok := d.Next(); ok && t < c.timerAt {
 		c.timerAt = t
 		select {
@@ -87,6 +93,10 @@ func (c *core) received(s *stream, from, to wire.Seq) {
 	if filled == 0 {
 		return
 	}
+	// A repair that fills the front of a requested range makes the
+	// detector ask for the rest sooner (nak.Config.Continue) than the
+	// retry the timer sleeps towards.
+	c.rearm(s.nak)
 	s.recovered += filled
 	c.st.Recovered += filled
 	if c.fromRepair {
