@@ -335,6 +335,12 @@ func (c *core) lookup(key streamKey, seq wire.Seq, now monotime.Time) *stream {
 // that asks for repairs and receives them.
 func (c *core) makeCurrent(s *stream) {
 	c.bySession[s.key.session] = s
+	if !s.current && s.nak != nil {
+		// It could not ask while it waited: its gaps' deadlines count
+		// from now, not from when they were found.
+		s.nak.Rearm(c.now)
+		c.rearm(s.nak)
+	}
 	s.current = true
 }
 

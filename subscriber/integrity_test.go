@@ -101,6 +101,9 @@ func TestNewSourceOfLiveSession(t *testing.T) {
 	require.Contains(t, h.losses, Loss{Stream: StreamID{Source: srcA, Session: sessA}, From: 5, To: 7})
 	h.feedRepair(pkt(sessA, 5, 2)) // a late repair of A's range: not A's any more
 	require.Equal(t, append(seqRange(1, 5), 7), h.seqs(srcA, sessA))
+	// B asks now, after a fresh suppression delay: the two seconds it
+	// could not ask do not count against its deadline.
+	h.now = h.now.Add(5 * time.Millisecond)
 	reqs := h.poll()
 	require.Equal(t, []wire.Request{{Session: sessA, Seq: 501, Count: 1}}, reqs, "B asks now")
 }
@@ -176,3 +179,23 @@ func TestRestartAB(t *testing.T) {
 	require.Equal(t, seqRange(1, 51), h.seqsOf(id1))
 	require.EqualValues(t, 1, h.stats().Incarnations)
 }
+
+// TestWaitingIncarnationKeepsItsDeadline: a new incarnation that waited
+// for the previous one to go quiet gets its whole NAK deadline once it is
+// the session's stream; before, its gaps were declared lost as soon as it
+// could ask, when the wait was longer than the deadline.
+func TestWaitingIncarnationKeepsItsDeadline(t *testing.T) {
+	h := newHarness(t, Config{Retransmitter: testRetransmitter, NAK: nak.Config{Deadline: 500 * time.Millisecond}})
+	h.feed(srcA, pkt(sessA, 1, 2))
+	h.feed(srcB, pkt(sessA, 1, 1))
+	h.feed(srcB, pkt(sessA, 3, 1)) // 2 missing on B, which may not ask yet
+	h.now = h.now.Add(1200 * time.Millisecond) // past B's deadline, and A is quiet
+	require.Empty(t, h.poll(), "B waits for A to go quiet")
+	h.feed(srcB, pkt(sessA, 4, 1)) // A quiet: B replaces it
+	h.now = h.now.Add(5 * time.Millisecond)
+	require.Equal(t, []wire.Request{{Session: sessA, Seq: 2, Count: 1}}, h.poll())
+	require.Empty(t, h.losses, "nothing lost: the deadline counts from when B could ask")
+	h.feedRepair(pkt(sessA, 2, 1))
+	require.Equal(t, seqRange(1, 5), h.seqs(srcB, sessA))
+}
+

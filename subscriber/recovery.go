@@ -229,8 +229,12 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 		if d == nil {
 			continue
 		}
-		if t, ok := d.Next(); ok && t <= now {
-			c.nreqs, c.nlost = d.Poll(now, c.nreqs[:0], c.nlost[:0])
+		if t, ok := c.due(s); ok && t <= now {
+			pnow := now
+			if c.cfg.sendNAKs && !s.current {
+				pnow = now.Add(-replaceQuiet) // see due
+			}
+			c.nreqs, c.nlost = d.Poll(pnow, c.nreqs[:0], c.nlost[:0])
 			// Only the current incarnation of a session asks: the answers
 			// name the session alone and go to it.
 			if c.cfg.sendNAKs && s.current {
@@ -251,7 +255,7 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 				c.finish(s)
 			}
 		}
-		if t, ok := d.Next(); ok {
+		if t, ok := c.due(s); ok {
 			next = min(next, t)
 		}
 	}
@@ -277,3 +281,18 @@ func (c *core) recoveryHistogram() *hdrhistogram.Histogram {
 	}
 	return c.hist.Clone()
 }
+
+// due is when the detector of s has work. A stream that is not its
+// session's current incarnation cannot ask for anything until it is (it
+// then rearms, see makeCurrent), so its detector runs replaceQuiet behind
+// the clock and its gaps wait that much longer before they are declared
+// lost: a new incarnation that waits for the previous one to go quiet
+// does not lose what it would have repaired.
+func (c *core) due(s *stream) (monotime.Time, bool) {
+	t, ok := s.nak.Next()
+	if ok && c.cfg.sendNAKs && !s.current {
+		t = t.Add(replaceQuiet)
+	}
+	return t, ok
+}
+
