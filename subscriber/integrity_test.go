@@ -188,7 +188,7 @@ func TestWaitingIncarnationKeepsItsDeadline(t *testing.T) {
 	h := newHarness(t, Config{Retransmitter: testRetransmitter, NAK: nak.Config{Deadline: 500 * time.Millisecond}})
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcB, pkt(sessA, 1, 1))
-	h.feed(srcB, pkt(sessA, 3, 1)) // 2 missing on B, which may not ask yet
+	h.feed(srcB, pkt(sessA, 3, 1))             // 2 missing on B, which may not ask yet
 	h.now = h.now.Add(1200 * time.Millisecond) // past B's deadline, and A is quiet
 	require.Empty(t, h.poll(), "B waits for A to go quiet")
 	h.feed(srcB, pkt(sessA, 4, 1)) // A quiet: B replaces it
@@ -198,4 +198,3 @@ func TestWaitingIncarnationKeepsItsDeadline(t *testing.T) {
 	h.feedRepair(pkt(sessA, 2, 1))
 	require.Equal(t, seqRange(1, 5), h.seqs(srcB, sessA))
 }
-

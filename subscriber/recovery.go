@@ -295,4 +295,3 @@ func (c *core) due(s *stream) (monotime.Time, bool) {
 	}
 	return t, ok
 }
-
