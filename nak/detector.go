@@ -365,6 +365,21 @@ func (d *LossDetector) GiveUp(lost []Range) []Range {
 	return lost
 }
 
+// Rearm restarts the timing of every tracked range as if it had been
+// reported at now: its first NAK after a fresh delay, its deadline
+// counted from now. A subscriber rearms a stream that could not ask for
+// anything until now (a new incarnation waiting for the previous one to
+// go quiet), so that the wait is not counted against its deadline.
+// Ranges already declared lost stay so.
+func (d *LossDetector) Rearm(now monotime.Time) {
+	for i := range d.entries {
+		if e := &d.entries[i]; !e.doomed {
+			e.firstSeen, e.next, e.interval, e.naks = now, now.Add(d.delay()), 0, 0
+		}
+	}
+	d.exact = false
+}
+
 // Stats returns the counters since the detector was made or last Reset.
 func (d *LossDetector) Stats() Stats { return d.st }
 

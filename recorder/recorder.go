@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -52,7 +52,7 @@ type Config struct {
 	// Journal receives the recording. The caller opens and closes it.
 	Journal *journal.Journal
 	// Wrap, when set, wraps the feed socket (tests stall or impair it).
-	Wrap func(sock.PacketConn) sock.PacketConn
+	Wrap func(packetconn.PacketConn) packetconn.PacketConn
 	// Logger receives warnings; default slog.Default() for the feed
 	// subscriber, discard for the recorder's own messages.
 	Logger *slog.Logger

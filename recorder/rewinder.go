@@ -13,6 +13,7 @@ import (
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -60,7 +61,7 @@ type RewinderConfig struct {
 	// here).
 	Server retransmit.ServerConfig
 	// Wrap, when set, wraps the feed socket (tests stall or impair it).
-	Wrap func(sock.PacketConn) sock.PacketConn
+	Wrap func(packetconn.PacketConn) packetconn.PacketConn
 	// Heartbeat is how long a session may be silent on the feed before
 	// the rewinder multicasts a heartbeat for it on Server.RepairGroup,
 	// and how often it repeats it: default 1 s, negative disables. Only
@@ -108,8 +109,9 @@ type Rewinder struct {
 }
 
 type rewound struct {
-	next wire.Seq
-	last monotime.Time
+	stream subscriber.StreamID // the incarnation the cache holds
+	next   wire.Seq
+	last   monotime.Time
 }
 
 // NewRewinder starts a rewinder.
@@ -171,22 +173,26 @@ func (r *Rewinder) onEnd(id subscriber.StreamID, next wire.Seq) {
 }
 
 func (r *Rewinder) onMessage(m subscriber.Message) {
+	r.mu.Lock()
+	rw := r.sessions[m.Stream.Session]
+	if rw != nil && rw.stream != m.Stream {
+		// A new incarnation of the session (a publisher restarted under
+		// the same name): the cache drops the old one, whose bytes must
+		// never answer the new one's re-requests.
+		r.cache.Restart(m.Stream.Session, m.Seq)
+	}
+	if rw == nil && len(r.sessions) < maxRewoundSessions {
+		rw = &rewound{}
+		r.sessions[m.Stream.Session] = rw
+	}
+	if rw != nil {
+		rw.stream, rw.next, rw.last = m.Stream, m.Seq+1, monotime.Now()
+	}
+	r.mu.Unlock()
 	r.cache.Add(m.Stream.Session, m.Seq, m.Data)
 	if r.tap != nil {
 		r.tap.message(m)
 	}
-	r.mu.Lock()
-	rw := r.sessions[m.Stream.Session]
-	if rw == nil {
-		if len(r.sessions) >= maxRewoundSessions {
-			r.mu.Unlock()
-			return
-		}
-		rw = &rewound{}
-		r.sessions[m.Stream.Session] = rw
-	}
-	rw.next, rw.last = m.Seq+1, monotime.Now()
-	r.mu.Unlock()
 }
 
 // maxRewoundSessions bounds the sessions the rewinder heartbeats for.

@@ -134,6 +134,13 @@ func (h RequestHistory) Fetch(ctx context.Context, s wire.Session, from, to wire
 	buf := make([]byte, wire.MaxPayloadSize)
 	var req []byte
 	pos := from
+	// single: the retransmitter answers each request with one packet
+	// (retransmit.Server's default, as MoldUDP64 servers do). Then the
+	// next request leaves as soon as that packet is in, instead of after
+	// Idle: one round trip per packet, not one Idle. A second packet for
+	// one request shows a server that answers with several, and waiting
+	// for the rest of each answer resumes.
+	single := false
 	for fails := 0; pos < to && fails < tries; {
 		if err := ctx.Err(); err != nil {
 			return pos, err
@@ -146,7 +153,8 @@ func (h RequestHistory) Fetch(ctx context.Context, s wire.Session, from, to wire
 		want := pos + wire.Seq(n)
 		deadline := time.Now().Add(timeout)
 		progressed := false
-		for pos < want {
+		packets := 0
+		for pos < want && !(single && packets > 0) {
 			conn.SetReadDeadline(deadline)
 			m, src, err := conn.ReadFromUDPAddrPort(buf)
 			if err != nil {
@@ -166,8 +174,14 @@ func (h RequestHistory) Fetch(ctx context.Context, s wire.Session, from, to wire
 			if err != nil || p.Session != s || p.IsHeartbeat() || p.IsEndOfSession() {
 				continue
 			}
-			if p.Seq > pos || p.Next() <= pos {
-				continue // not the next piece (an old answer, or reordered): ask again
+			if p.Next() <= pos {
+				// Already held: the rest of an earlier answer, so the
+				// server sends several packets per request.
+				single = false
+				continue
+			}
+			if p.Seq > pos {
+				continue // not the next piece (reordered): ask again
 			}
 			it := p.Messages()
 			it.Skip(int(pos - p.Seq))
@@ -182,7 +196,13 @@ func (h RequestHistory) Fetch(ctx context.Context, s wire.Session, from, to wire
 				pos = seq + 1
 				progressed = true
 			}
+			packets++
 			deadline = time.Now().Add(idle) // answers keep coming: wait for the rest
+		}
+		if packets > 1 {
+			single = false
+		} else if packets == 1 && pos < want {
+			single = true // one packet, then nothing for Idle
 		}
 		if progressed {
 			fails = 0

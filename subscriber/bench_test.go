@@ -117,6 +117,8 @@ func TestDuplicateAndDropAllocs(t *testing.T) {
 	f := newDirectFeed(t, 4, 5, 20, Config{OnMessage: s.onMessage})
 	f.renumber([]int{0, 1, 2, 3})
 	f.run()
+	f.renumber([]int{0, 1, 2, 3}) // stale copies of sequence 1 on would be a suspected restart
+	f.run()
 	f.r.batch.Msgs[1].Dst = netip.MustParseAddr("239.9.9.9")         // wrong group
 	f.r.batch.Msgs[2].Buf = f.r.batch.Msgs[2].Buf[:wire.HeaderLen-1] // short
 	allocs := testing.AllocsPerRun(1000, func() { f.run() })         // all stale now; AllocsPerRun runs f once more to warm up

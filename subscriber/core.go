@@ -15,17 +15,36 @@ import (
 	"github.com/mdbus/mdbus/wire"
 )
 
-// StreamID names a stream: the packets of one session from one source
+// StreamID names a stream: one incarnation of a session from one source
 // address and port. With a Secondary feed (A/B) the two copies of a
 // session come from different sources, so streams are keyed by session
-// alone and Source is the zero AddrPort. It is comparable.
+// alone and Source is the zero AddrPort. Incarnation counts the times a
+// session was started again (0 for the first one seen): a publisher
+// restarted under the same session name on a new source port, or on the
+// same port with its sequence starting over, is a new incarnation, and
+// nothing of one incarnation is delivered as another's (see "Streams" in
+// the package documentation). It is comparable.
 type StreamID struct {
-	Source  netip.AddrPort
-	Session wire.Session
+	Source      netip.AddrPort
+	Session     wire.Session
+	Incarnation uint32
 }
 
-// String formats id as "SESSION@addr:port".
-func (id StreamID) String() string { return fmt.Sprintf("%s@%s", id.Session, id.Source) }
+// String formats id as "SESSION@addr:port", with "#N" appended for
+// incarnation N > 0.
+func (id StreamID) String() string {
+	if id.Incarnation > 0 {
+		return fmt.Sprintf("%s@%s#%d", id.Session, id.Source, id.Incarnation)
+	}
+	return fmt.Sprintf("%s@%s", id.Session, id.Source)
+}
+
+// streamKey is what a packet names of its stream: the source (zero with
+// A/B feeds) and the session. Its current incarnation is the stream.
+type streamKey struct {
+	source  netip.AddrPort
+	session wire.Session
+}
 
 // Message is one delivered message. Data is a sub-slice of a receive
 // buffer: it is valid only until the callback returns; copy what you keep.
@@ -45,10 +64,22 @@ type Gap struct {
 // Len is the number of messages in the gap.
 func (g Gap) Len() uint64 { return uint64(g.To - g.From) }
 
+// Resync is a jump of a stream past a range it will never receive: the
+// stream fell more than Config.MaxGap behind its publisher (an outage, an
+// overload) and, once the publisher's own packets confirmed the jump, went
+// on from To. [From, To) is skipped; unlike a Loss it was never reported
+// missing nor requested.
+type Resync struct {
+	Stream   StreamID
+	From, To wire.Seq
+}
+
 // coreConfig is the part of Config the stream logic needs, defaults
 // applied.
 type coreConfig struct {
 	maxStreams int
+	perSource  int           // streams per source address at most
+	idle       time.Duration // a stream silent this long is forgotten; 0: never
 	reorder    int
 	reorderB   int // bytes held per stream at most; 0: no byte bound
 	maxGap     uint64
@@ -65,6 +96,7 @@ type coreConfig struct {
 	onGap      func(Gap)
 	onEnd      func(StreamID, wire.Seq)
 	onLoss     func(Loss)
+	onResync   func(Resync)
 }
 
 // core is the stream state of a subscriber, independent of any socket.
@@ -74,20 +106,24 @@ type coreConfig struct {
 type core struct {
 	cfg coreConfig
 
-	mu       sync.Mutex
-	streams  map[StreamID]*stream
-	bySource map[netip.AddrPort]*stream // the latest stream of each source
-	list     []*stream                  // the streams in order of creation (stable iteration)
-	last     *stream                    // one-entry lookup cache
-	free     [][]byte                   // reorder slot buffers not in use
-	freeB    int                        // their capacity in bytes, kept at most freeLimit
-	st       Stats
-	created  uint64 // streams created, for detector seeds
+	mu        sync.Mutex
+	streams   map[streamKey]*stream      // the current incarnation of each key
+	bySession map[wire.Session]*stream   // the newest incarnation of each session: where its repairs go
+	bySource  map[netip.AddrPort]*stream // the latest stream of each source
+	// incarnations is the last incarnation number given to each session.
+	incarnations map[wire.Session]uint32
+	list         []*stream // the streams in order of creation (stable iteration)
+	last         *stream   // one-entry lookup cache
+	free         [][]byte  // reorder slot buffers not in use
+	freeB        int       // their capacity in bytes, kept at most freeLimit
+	st           Stats
+	created      uint64 // streams created, for detector seeds
 
 	// The datagram being handled (set by handlePacket and the reader).
 	now        monotime.Time
 	fromRepair bool
 	feed       Feed
+	src        netip.AddrPort // its source address and port
 
 	// Recovery (see recovery.go).
 	hist    *hdrhistogram.Histogram // every stream's recovery times, µs; nil until the first
@@ -107,18 +143,28 @@ type core struct {
 // reported in a Gap.
 type stream struct {
 	id         StreamID
+	key        streamKey
 	index      uint64   // order of creation, for the detector's seed
 	next       wire.Seq // next sequence to deliver
 	horizon    wire.Seq // one past the highest sequence seen or reported missing; >= next
 	end        wire.Seq // end of session; InvalidSeq until known
-	jumpAt     wire.Seq // a sequence seen beyond MaxGap, waiting for a second to confirm it (resync)
 	ended      bool
-	superseded bool
+	superseded bool // its source has since started another session
+	replaced   bool // a newer incarnation of its session took its place
+	current    bool // the current incarnation of its session (c.bySession)
 	stopped    bool // LossStop after a loss
 	lastActive monotime.Time
-	held       []heldPacket // sorted by seq; len <= cfg.reorder; a window into heldBase
-	heldBase   []heldPacket // backing array, cap cfg.reorder: drain advances held's start without copying
-	heldBytes  int          // bytes of the packets in held
+	// feedNext is, per feed, one past the highest sequence the publisher's
+	// own packets (not repairs) brought: what a restart goes back from.
+	feedNext [NumFeeds]wire.Seq
+	// jump is a packet or heartbeat of the publisher's beyond MaxGap
+	// waiting for a second to confirm a resync; restart one that went
+	// back to an earlier sequence, waiting for a second to confirm a new
+	// incarnation (see suspect).
+	jump, restart suspect
+	held          []heldPacket // sorted by seq; len <= cfg.reorder; a window into heldBase
+	heldBase      []heldPacket // backing array, cap cfg.reorder: drain advances held's start without copying
+	heldBytes     int          // bytes of the packets in held
 
 	// Recovery: the gaps being recovered (nil until the first gap), the
 	// ranges given up that next has not reached yet (sorted, disjoint,
@@ -130,6 +176,7 @@ type stream struct {
 
 	delivered, bytes, dups, gaps, gapMsgs              uint64
 	naks, nakMsgs, repairs, recovered, lostN, lostMsgs uint64
+	resyncs                                            uint64
 	heldMax                                            int
 }
 
@@ -141,12 +188,35 @@ type heldPacket struct {
 	at       monotime.Time // when it was held: the gap before it was known by then
 }
 
+// suspect is a packet of a stream's own source that, alone, does not fit
+// the stream: it jumped more than MaxGap ahead, or went back to an
+// earlier sequence. It is kept (a data packet's copy in buf) until a
+// second packet from the same source confirms it or a fitting one clears
+// it.
+type suspect struct {
+	set       bool
+	seq, next wire.Seq // its first sequence and one past its last (seq for a heartbeat)
+	heartbeat bool
+	src       netip.AddrPort
+	feed      Feed
+	buf       []byte // the packet, nil for a heartbeat
+}
+
+// restartDistance is how far back, in messages, a packet of the
+// publisher's own must go to be taken for a restart when nothing else
+// says so (it is not the session's first sequence, nor a heartbeat):
+// farther than a network's reordering or duplication ever delays a
+// packet.
+const restartDistance = 1 << 16
+
 func newCore(cfg coreConfig) *core {
 	return &core{
-		cfg:      cfg,
-		streams:  make(map[StreamID]*stream, cfg.maxStreams),
-		bySource: make(map[netip.AddrPort]*stream, cfg.maxStreams),
-		timerAt:  maxTime,
+		cfg:          cfg,
+		streams:      make(map[streamKey]*stream, cfg.maxStreams),
+		bySession:    make(map[wire.Session]*stream, cfg.maxStreams),
+		bySource:     make(map[netip.AddrPort]*stream, cfg.maxStreams),
+		incarnations: make(map[wire.Session]uint32, cfg.maxStreams),
+		timerAt:      maxTime,
 	}
 }
 
@@ -171,14 +241,11 @@ func (c *core) handleDatagram(src netip.AddrPort, b []byte, now monotime.Time, f
 // stream, delivers what became in order, holds what is early, reports new
 // gaps and drops the rest with a reason. The packet's bytes are only read
 // during the call (held packets are copied). A repair packet (fromRepair)
-// joins the stream of its session whatever its source, and never starts
-// one. With A/B feeds the source is ignored: streams are keyed by session.
-// c.mu must be held.
+// goes to the newest incarnation of its session, never starts a stream
+// and never moves one beyond MaxGap. With A/B feeds streams are keyed by
+// session alone. c.mu must be held.
 func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time, fromRepair bool) {
-	c.now, c.fromRepair = now, fromRepair
-	if c.cfg.ab {
-		src = netip.AddrPort{}
-	}
+	c.now, c.fromRepair, c.src = now, fromRepair, src
 	c.st.Packets++
 	h := p.Header
 	if h.IsHeartbeat() {
@@ -188,18 +255,50 @@ func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time
 		c.drop(DropZeroSeq)
 		return
 	}
-	s := c.lookup(StreamID{Source: src, Session: h.Session}, h.Seq, now, fromRepair)
-	if s == nil {
-		return
+	var s *stream
+	if fromRepair {
+		if s = c.bySession[h.Session]; s == nil {
+			c.drop(DropUnknownRepair)
+			return
+		}
+	} else {
+		key := streamKey{source: src, session: h.Session}
+		if c.cfg.ab {
+			key.source = netip.AddrPort{}
+		}
+		if s = c.lookup(key, h.Seq, now); s == nil {
+			return
+		}
+		if !h.IsEndOfSession() && c.restarted(s, p) {
+			s = c.incarnate(s, p)
+		}
+		if !s.current {
+			if cur := c.bySession[h.Session]; cur == nil || c.quiet(cur) {
+				if cur != nil {
+					c.replace(cur)
+				}
+				c.makeCurrent(s)
+			}
+		}
 	}
 	s.lastActive = now
 	if s.stopped {
 		c.drop(DropStopped)
 		return
 	}
+	c.handleIn(s, p)
+}
+
+// handleIn hands p to stream s by kind.
+func (c *core) handleIn(s *stream, p wire.Packet) {
+	h := p.Header
+	if !c.fromRepair {
+		f := &s.feedNext[c.feed]
+		*f = max(*f, p.Next())
+	}
 	switch {
 	case h.IsHeartbeat():
-		c.heartbeat(s, h.Seq)
+		c.heartbeat(s, h.Seq, p)
 	case h.IsEndOfSession():
 		c.endOfSession(s, h.Seq)
 	default:
@@ -207,18 +306,16 @@ func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time
 	}
 }
 
-// lookup returns the stream of id, starting it when the packet may (seq is
-// the packet's first sequence), or nil after counting the drop.
-func (c *core) lookup(id StreamID, seq wire.Seq, now monotime.Time, fromRepair bool) *stream {
-	if s := c.last; s != nil && s.id == id {
+// lookup returns the current incarnation of key, starting a stream when
+// there is none and the packet may start one (seq is its first sequence),
+// or nil after counting the drop.
+func (c *core) lookup(key streamKey, seq wire.Seq, now monotime.Time) *stream {
+	if s := c.last; s != nil && s.key == key {
 		return s
 	}
-	if s, ok := c.streams[id]; ok {
+	if s, ok := c.streams[key]; ok {
 		c.last = s
 		return s
-	}
-	if fromRepair {
-		return c.repairStream(id.Session)
 	}
 	first := c.cfg.startSeq
 	if first == wire.InvalidSeq {
@@ -227,64 +324,273 @@ func (c *core) lookup(id StreamID, seq wire.Seq, now monotime.Time, fromRepair b
 		c.drop(DropSeqJump)
 		return nil
 	}
-	prev := c.bySource[id.Source]
-	if len(c.streams) >= c.cfg.maxStreams && !c.evict() {
+	if !c.makeRoom(key.source.Addr(), now) {
 		c.drop(DropTooManyStreams)
 		return nil
 	}
-	if prev != nil && !c.cfg.ab { // A/B: the source is unknown, so nothing is superseded
-		prev.superseded = true
+	return c.start(key, first, c.bySession[key.session], false)
+}
+
+// makeCurrent makes s the current incarnation of its session: the one
+// that asks for repairs and receives them.
+func (c *core) makeCurrent(s *stream) {
+	c.bySession[s.key.session] = s
+	if !s.current && s.nak != nil {
+		// It could not ask while it waited: its gaps' deadlines count
+		// from now, not from when they were found.
+		s.nak.Rearm(c.now)
+		c.rearm(s.nak)
+	}
+	s.current = true
+}
+
+// replaceQuiet is how long the current incarnation of a session must have
+// been silent (nothing from its own source) before a new source of the
+// session takes its place: a live publisher is heard at least every
+// heartbeat interval (publisher.DefaultHeartbeatInterval, 1 s), so a
+// stream silent that long is taken for gone. Until then the new source's
+// stream delivers its own packets but asks for nothing and takes no
+// repairs, so one packet from anyone cannot steal a live stream's repairs.
+const replaceQuiet = time.Second
+
+// quiet reports whether s, the current incarnation of its session, may be
+// replaced by a new source of the session.
+func (c *core) quiet(s *stream) bool {
+	return s.ended || s.stopped || c.now.Sub(s.lastActive) >= replaceQuiet
+}
+
+// start begins a stream of key at first. prev, when not nil, is the
+// session's current incarnation: the new stream is the next incarnation,
+// and replaces prev when force is set (a restart its own source
+// confirmed) or prev is quiet; otherwise prev stays the session's current
+// incarnation until it is.
+func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool) *stream {
+	id := StreamID{Source: key.source, Session: key.session}
+	current := true
+	if prev != nil {
+		id.Incarnation = c.incarnations[key.session] + 1
+		if force || c.quiet(prev) {
+			c.replace(prev)
+		} else {
+			current = false
+		}
+	}
+	c.incarnations[key.session] = id.Incarnation
+	if old := c.bySource[key.source]; old != nil && !c.cfg.ab && old.key.session != key.session {
+		// A/B: the source is unknown, so nothing is superseded.
+		old.superseded = true
 		c.st.SessionChanges++
 	}
-	s := &stream{id: id, index: c.created, next: first, horizon: first, end: wire.InvalidSeq, lastActive: now}
+	s := &stream{id: id, key: key, index: c.created, next: first, horizon: first, end: wire.InvalidSeq, lastActive: c.now}
 	c.created++
-	c.streams[id] = s
-	c.bySource[id.Source] = s
+	c.streams[key] = s
+	if current {
+		c.makeCurrent(s)
+	}
+	c.bySource[key.source] = s
 	c.list = append(c.list, s)
 	c.last = s
 	return s
 }
 
-// repairStream finds the stream a repair of session belongs to: the most
-// recently active one with that session.
-func (c *core) repairStream(session wire.Session) *stream {
-	var best *stream
-	for _, s := range c.streams {
-		if s.id.Session == session && (best == nil || s.lastActive > best.lastActive) {
-			best = s
+// replace retires s, the incarnation of its session a newer one replaces:
+// what it was still recovering is given up and reported lost (its repairs
+// could no longer be told from the new incarnation's) and what it held is
+// delivered in order. Packets of its own source still reach it; it asks
+// for nothing more.
+func (c *core) replace(s *stream) {
+	c.st.Incarnations++
+	if c.bySession[s.key.session] == s {
+		delete(c.bySession, s.key.session)
+	}
+	s.current = false
+	if !s.ended && !s.stopped {
+		if s.nak != nil {
+			c.nlost = s.nak.GiveUp(c.nlost[:0])
+			for _, r := range c.nlost {
+				addLost(s, r)
+			}
+		}
+		c.advance(s)
+		if len(s.held) > 0 && !s.stopped { // held beyond a gap nobody reported (cannot happen) or after a loss
+			addLost(s, nak.Range{From: s.next, To: s.held[0].seq})
+			c.advance(s)
 		}
 	}
-	if best == nil {
-		c.drop(DropUnknownRepair)
-	}
-	return best
+	s.replaced = true
+	c.clearSuspect(&s.jump)
+	c.clearSuspect(&s.restart)
 }
 
-// evict forgets the least recently active ended, stopped or superseded
-// stream to make room for a new one. Live streams are never evicted; what
-// a superseded stream was still recovering is abandoned unreported.
-func (c *core) evict() bool {
-	var victim *stream
-	for _, s := range c.list {
-		if (s.ended || s.stopped || s.superseded) && (victim == nil || s.lastActive < victim.lastActive) {
-			victim = s
+// restarted checks p, a packet or heartbeat of s's own source, for a
+// restart of the session by its publisher: p goes back before what this
+// source already sent, in a way reordering does not explain (to the
+// session's first sequence, in a heartbeat, or more than restartDistance
+// back). The first such packet is handled as
+// usual (a duplicate, mostly) and a copy kept as a suspect; a second one
+// of the same source that continues it confirms the restart, and the
+// suspect is delivered again, in the new incarnation. A packet that fits
+// the stream clears the suspect.
+func (c *core) restarted(s *stream, p wire.Packet) bool {
+	seq, next := p.Seq, p.Next()
+	fn := s.feedNext[c.feed]
+	if fn == 0 {
+		return false
+	}
+	sus := &s.restart
+	mine := sus.set && sus.src == c.src && sus.feed == c.feed
+	back := seq < fn && (next <= s.next || s.ended || p.IsHeartbeat() && seq < s.next)
+	if mine && back && seq >= sus.next && uint64(seq-sus.next) <= c.cfg.maxGap &&
+		(seq > sus.seq || p.IsHeartbeat() != sus.heartbeat) {
+		return true
+	}
+	if !back {
+		if mine {
+			c.clearSuspect(sus)
+		}
+		return false
+	}
+	if !(seq == 1 || p.IsHeartbeat() || uint64(fn-seq) > restartDistance) {
+		return false // an ordinary duplicate
+	}
+	if mine && seq == sus.seq && p.IsHeartbeat() == sus.heartbeat {
+		return false // the suspect again
+	}
+	c.clearSuspect(sus)
+	c.keepSuspect(sus, p)
+	c.st.SuspectRestarts++
+	return false
+}
+
+// incarnate starts the new incarnation of s's session that a confirmed
+// restart began, from the suspect packet, which it delivers (or holds)
+// first, and returns it.
+func (c *core) incarnate(s *stream, p wire.Packet) *stream {
+	sus := s.restart
+	s.restart = suspect{}
+	first := c.cfg.startSeq
+	if first == wire.InvalidSeq {
+		first = min(sus.seq, p.Seq)
+	}
+	n := c.start(s.key, first, s, true)
+	if sus.buf != nil {
+		if q, err := wire.ParsePacket(sus.buf); err == nil { // always: it was valid when copied
+			c.handleIn(n, q)
+		}
+		c.recycleBuf(sus.buf)
+	}
+	return n
+}
+
+// keepSuspect makes p the suspect sus, copying a data packet.
+func (c *core) keepSuspect(sus *suspect, p wire.Packet) {
+	*sus = suspect{set: true, seq: p.Seq, next: p.Next(), heartbeat: p.IsHeartbeat(), src: c.src, feed: c.feed}
+	if !p.IsHeartbeat() && !p.IsEndOfSession() {
+		buf := c.slot()
+		buf = wire.AppendHeader(buf, p.Header)
+		sus.buf = append(buf, p.Body()...)
+	}
+}
+
+// clearSuspect forgets sus (its drop was counted when it arrived).
+func (c *core) clearSuspect(sus *suspect) {
+	if sus.buf != nil {
+		c.recycleBuf(sus.buf)
+	}
+	*sus = suspect{}
+}
+
+// makeRoom makes room for one more stream from addr: it forgets the
+// streams silent longer than the idle timeout, then, when addr already
+// has the most streams one source may have or the table is full, the
+// least recently active stream that is done (ended, stopped, superseded or
+// replaced), failing that one that has delivered nothing yet (a heartbeat
+// or a forged packet starts such a stream), failing that one quiet for
+// replaceQuiet (a publisher that crashed; a live one heartbeats). Live
+// streams that delivered are never forgotten for room. It reports whether
+// there is room.
+func (c *core) makeRoom(addr netip.Addr, now monotime.Time) bool {
+	if c.cfg.idle > 0 {
+		for i := 0; i < len(c.list); {
+			if s := c.list[i]; now.Sub(s.lastActive) > c.cfg.idle {
+				c.forget(s)
+				c.st.StreamsExpired++
+				continue
+			}
+			i++
 		}
 	}
+	if c.cfg.perSource > 0 {
+		n := 0
+		for _, s := range c.list {
+			if s.key.source.Addr() == addr {
+				n++
+			}
+		}
+		if n >= c.cfg.perSource && !c.evict(func(s *stream) bool { return s.key.source.Addr() == addr }) {
+			return false
+		}
+	}
+	return len(c.list) < c.cfg.maxStreams || c.evict(nil)
+}
+
+// evict forgets the least recently active stream among those of which
+// (nil: all) that is done, or else has delivered nothing, or else is
+// quiet, and reports whether there was one.
+func (c *core) evict(of func(*stream) bool) bool {
+	var done, empty, quiet *stream
+	older := func(a, b *stream) *stream {
+		if a == nil || b.lastActive < a.lastActive {
+			return b
+		}
+		return a
+	}
+	for _, s := range c.list {
+		if of != nil && !of(s) {
+			continue
+		}
+		switch {
+		case s.ended || s.stopped || s.superseded || s.replaced:
+			done = older(done, s)
+		case s.delivered == 0:
+			empty = older(empty, s)
+		case c.now.Sub(s.lastActive) >= replaceQuiet:
+			quiet = older(quiet, s)
+		}
+	}
+	victim := cmp.Or(done, empty, quiet)
 	if victim == nil {
 		return false
 	}
-	c.retire(victim)
-	c.list = slices.DeleteFunc(c.list, func(s *stream) bool { return s == victim })
-	c.release(victim, 0)
-	delete(c.streams, victim.id)
-	if c.bySource[victim.id.Source] == victim {
-		delete(c.bySource, victim.id.Source)
-	}
-	if c.last == victim {
-		c.last = nil
-	}
+	c.forget(victim)
 	c.st.StreamsEvicted++
 	return true
+}
+
+// forget drops s from the table. What it was still recovering is
+// abandoned unreported.
+func (c *core) forget(s *stream) {
+	c.retire(s)
+	c.list = slices.DeleteFunc(c.list, func(x *stream) bool { return x == s })
+	c.release(s, 0)
+	c.clearSuspect(&s.jump)
+	c.clearSuspect(&s.restart)
+	if c.streams[s.key] == s {
+		delete(c.streams, s.key)
+	}
+	if c.bySession[s.key.session] == s {
+		delete(c.bySession, s.key.session)
+	}
+	s.current = false
+	if c.bySource[s.key.source] == s {
+		delete(c.bySource, s.key.source)
+	}
+	if !slices.ContainsFunc(c.list, func(x *stream) bool { return x.key.session == s.key.session }) {
+		delete(c.incarnations, s.key.session)
+	}
+	if c.last == s {
+		c.last = nil
+	}
 }
 
 // release frees the held packets of s from index i on.
@@ -304,6 +610,22 @@ const freeLimit = 64 << 20
 // recycle takes back the slot buffer of a packet s held.
 func (c *core) recycle(s *stream, buf []byte) {
 	s.heldBytes -= len(buf)
+	c.recycleBuf(buf)
+}
+
+// slot returns an empty slot buffer, reused when one is free.
+func (c *core) slot() []byte {
+	var buf []byte
+	if n := len(c.free); n > 0 {
+		buf, c.free[n-1] = c.free[n-1], nil
+		c.free = c.free[:n-1]
+		c.freeB -= cap(buf)
+	}
+	return buf
+}
+
+// recycleBuf takes back a slot buffer.
+func (c *core) recycleBuf(buf []byte) {
 	if c.freeB+cap(buf) > freeLimit {
 		return // let the collector have it
 	}
@@ -324,11 +646,9 @@ func (c *core) data(s *stream, p wire.Packet) {
 		c.drop(DropAfterEnd)
 		return
 	case seq > s.next && uint64(seq-s.next) > c.cfg.maxGap:
-		if !c.resync(s, seq) {
-			c.drop(DropSeqJump)
-			return
+		if c.jumped(s, p) {
+			c.data(s, p) // within reach now
 		}
-		c.data(s, p) // within reach now
 		return
 	case seq <= s.next:
 		c.received(s, s.next, end)
@@ -370,8 +690,8 @@ func (c *core) data(s *stream, p wire.Packet) {
 // way. Once the gap has waited fullGrace (two NAK retry intervals) without
 // a repair, it is given up as well: a repair that late would itself find
 // the buffer full and be dropped, and asking again while the cache moves
-// on loses everything after it (seen at 3M msgs/s before this rule: one
-// stalled repair, then 28M messages lost). It reports whether it made
+// on would lose everything after it (one stalled repair at 3M msgs/s
+// would cost tens of millions of messages). It reports whether it made
 // room.
 func (c *core) overflow(s *stream) bool {
 	if len(s.held) == 0 || s.stopped || s.held[0].seq <= s.next {
@@ -482,13 +802,7 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 		clear(full[n:])
 		s.held = full[:n]
 	}
-	var buf []byte
-	if n := len(c.free); n > 0 {
-		buf, c.free[n-1] = c.free[n-1], nil
-		c.free = c.free[:n-1]
-		c.freeB -= cap(buf)
-	}
-	buf = wire.AppendHeader(buf, p.Header)
+	buf := wire.AppendHeader(c.slot(), p.Header)
 	buf = append(buf, p.Body()...)
 	s.heldBytes += len(buf)
 	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed, at: c.now})
@@ -519,46 +833,84 @@ func (c *core) reportGap(s *stream, to wire.Seq) {
 
 // heartbeat handles a heartbeat announcing next as the next sequence: a
 // sequence beyond the horizon reveals lost packets (tail loss).
-func (c *core) heartbeat(s *stream, next wire.Seq) {
+func (c *core) heartbeat(s *stream, next wire.Seq, p wire.Packet) {
 	switch {
 	case s.end != wire.InvalidSeq && next > s.end:
 		c.drop(DropAfterEnd)
 	case next <= s.horizon:
-	case uint64(next-s.next) > c.cfg.maxGap && !c.resync(s, next):
-		c.drop(DropSeqJump)
+	case uint64(next-s.next) > c.cfg.maxGap && !c.jumped(s, p):
 	default:
 		c.reportGap(s, next)
 	}
 }
 
-// resync lets a stream that fell more than MaxGap behind its publisher
-// (an outage, an overload) catch up. The first packet or heartbeat that
-// far ahead is dropped and its sequence remembered; a second one that
-// agrees with it (at or after it, and within MaxGap of it) shows that the
-// publisher really is there, so the stream gives up everything before the
-// remembered sequence, reported as a Loss minus whatever it holds, and
-// goes on from it. A lone corrupt or forged sequence costs one dropped
-// packet; a stream cut off no longer drops every later packet. It reports
-// whether the stream moved (seq is then within MaxGap of next).
-func (c *core) resync(s *stream, seq wire.Seq) bool {
-	if s.stopped {
+// jumped handles p, a packet or heartbeat more than MaxGap ahead of s's
+// next sequence. Alone it is a suspect: corrupt, forged, or the first sign
+// that the stream fell behind a live publisher (an outage, an overload).
+// A repair never moves a stream that far and is dropped (DropSeqJump). The
+// first such packet of the stream's own source is kept; a second one of
+// the same source that continues it (at or after its end, within MaxGap
+// of it) confirms the jump: the stream resyncs to the suspect's sequence
+// and the suspect is delivered. It reports whether the stream resynced (p
+// is then within MaxGap of next).
+func (c *core) jumped(s *stream, p wire.Packet) bool {
+	c.st.SuspectJumps++
+	c.drop(DropSeqJump)
+	if c.fromRepair || s.stopped {
 		return false
 	}
-	if s.jumpAt == wire.InvalidSeq || seq < s.jumpAt || uint64(seq-s.jumpAt) > c.cfg.maxGap {
-		s.jumpAt = seq
-		return false
+	sus := &s.jump
+	seq := p.Seq
+	mine := sus.set && sus.src == c.src && sus.feed == c.feed
+	if mine && seq >= sus.next && uint64(seq-sus.next) <= c.cfg.maxGap && (seq > sus.seq || p.IsHeartbeat() != sus.heartbeat) {
+		kept := *sus
+		*sus = suspect{}
+		c.resync(s, kept.seq)
+		if kept.buf != nil {
+			if q, err := wire.ParsePacket(kept.buf); err == nil && !s.stopped { // always valid: it was when copied
+				c.data(s, q)
+			}
+			c.recycleBuf(kept.buf)
+		}
+		return !s.stopped
 	}
-	from := s.jumpAt
-	s.jumpAt = wire.InvalidSeq
-	r := nak.Range{From: s.next, To: from}
+	if mine && seq == sus.seq && p.IsHeartbeat() == sus.heartbeat {
+		return false // the suspect again
+	}
+	c.clearSuspect(sus)
+	c.keepSuspect(sus, p)
+	return false
+}
+
+// resync moves s, confirmed to be more than MaxGap behind its publisher,
+// to seq. What it holds is delivered, the gaps between its held packets
+// are given up as losses (OnLoss), and the rest, [last held or next,
+// seq), is skipped and reported as a Resync (OnResync, Stats.Resyncs), not
+// as lost messages: the range is bounded by nothing but a sequence off the
+// wire. With LossStop the stream stops there.
+func (c *core) resync(s *stream, seq wire.Seq) {
+	if n := len(s.held); n > 0 {
+		addLost(s, nak.Range{From: s.next, To: s.held[n-1].end})
+		c.advance(s)
+		if s.stopped {
+			return
+		}
+	}
+	from := s.next
 	if s.nak != nil {
-		s.nak.OnReceived(c.now, r) // stop asking for it
+		s.nak.OnReceived(c.now, nak.Range{From: from, To: seq}) // stop asking for it
 	}
+	s.lost = slices.DeleteFunc(s.lost, func(r nak.Range) bool { return r.From < seq })
+	s.next = seq
+	s.horizon = max(s.horizon, seq)
+	s.resyncs++
 	c.st.Resyncs++
-	addLost(s, r)
-	c.advance(s)
-	s.horizon = max(s.horizon, s.next)
-	return !s.stopped && s.next == from
+	if c.cfg.onResync != nil {
+		c.cfg.onResync(Resync{Stream: s.id, From: from, To: seq})
+	}
+	if c.cfg.lossPolicy == LossStop {
+		c.stop(s)
+	}
 }
 
 // endOfSession handles the end of session at end (the sequence after the
@@ -611,7 +963,7 @@ func (c *core) finish(s *stream) {
 // stats returns the counters. c.mu must be held.
 func (c *core) stats() Stats {
 	st := c.st
-	st.Streams = len(c.streams)
+	st.Streams = len(c.list)
 	st.Suppressed = c.retired.Suppressed
 	for _, s := range c.list {
 		if s.nak != nil {
@@ -625,15 +977,16 @@ func (c *core) stats() Stats {
 // streamStats returns every stream's state, by source then session.
 // c.mu must be held.
 func (c *core) streamStats() []StreamStats {
-	out := make([]StreamStats, 0, len(c.streams))
+	out := make([]StreamStats, 0, len(c.list))
 	for _, s := range c.list {
 		ss := StreamStats{
 			ID: s.id, Next: s.next, Horizon: s.horizon, End: s.end,
 			Delivered: s.delivered, Bytes: s.bytes, Duplicates: s.dups,
 			Gaps: s.gaps, GapMessages: s.gapMsgs,
 			Held: len(s.held), HeldMax: s.heldMax,
-			Ended: s.ended, Superseded: s.superseded, Stopped: s.stopped,
-			NAKs: s.naks, NAKMessages: s.nakMsgs, Repairs: s.repairs, Recovered: s.recovered,
+			Ended: s.ended, Superseded: s.superseded, Replaced: s.replaced, Stopped: s.stopped,
+			Resyncs: s.resyncs,
+			NAKs:    s.naks, NAKMessages: s.nakMsgs, Repairs: s.repairs, Recovered: s.recovered,
 			LostRanges: s.lostN, LostMessages: s.lostMsgs,
 		}
 		if s.nak != nil {
@@ -647,7 +1000,10 @@ func (c *core) streamStats() []StreamStats {
 		if c := a.ID.Source.Compare(b.ID.Source); c != 0 {
 			return c
 		}
-		return bytes.Compare(a.ID.Session[:], b.ID.Session[:])
+		if c := bytes.Compare(a.ID.Session[:], b.ID.Session[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID.Incarnation, b.ID.Incarnation)
 	})
 	return out
 }

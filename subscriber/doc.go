@@ -65,9 +65,15 @@
 // SO_REUSEPORT; re-requests leave from it and their answers come back to
 // it and to nobody else. Packets read from the repair socket or the repair
 // group are repairs: their source is the retransmitter, not the
-// publisher, so they are matched to the stream of their session (the most
-// recently active one with that session) and never start a stream
-// (DropUnknownRepair).
+// publisher, so they are matched to the current incarnation of their
+// session (see Streams) and never start a stream (DropUnknownRepair).
+//
+// Who may repair: the repair socket accepts datagrams only from the
+// Retransmitter's address and port, the repair group only from
+// Config.RepairSource (any port); others are dropped
+// (DropUntrustedRepair). Without a RepairSource every sender on the repair
+// group is accepted, and counted (Stats.UnverifiedRepairs). A repair never
+// moves a stream beyond MaxGap (see The bounded-gap rule).
 //
 // Each Wrap hook, when set, wraps only its own sockets, so tests can
 // impair the feeds and the repair path independently.
@@ -91,16 +97,45 @@
 //
 // # Streams
 //
-// A stream is the packets of one session from one source address and
-// port (StreamID), so several publishers on one group, and successive
+// A stream is one incarnation of one session from one source address
+// and port (StreamID), so several publishers on one group, and successive
 // sessions of one publisher, are sequenced independently. A new session
 // from a source that had another starts a new stream and is counted
 // (Stats.SessionChanges); the old stream is marked superseded. (With A/B
-// feeds a stream is a session alone; see A/B arbitration.) At most
-// Config.MaxStreams streams are tracked: to start another, the least
-// recently active ended, stopped or superseded stream is forgotten; when
-// there is none the packet is dropped (DropTooManyStreams). Live streams
-// are never forgotten.
+// feeds a stream is a session alone; see A/B arbitration.)
+//
+// Incarnations: a publisher restarted under the same session name sends
+// sequence 1 again. Repairs name only the session and the sequence, so a
+// subscriber (or a rewinder) that took the new run for the old one would
+// deliver one run's bytes as the other's. A new incarnation
+// (StreamID.Incarnation + 1, Stats.Incarnations) starts when:
+//
+//   - a new source port sends a session whose current stream has ended or
+//     has been silent for a second (a live publisher heartbeats); while the
+//     current one is live, the new source's stream delivers its own
+//     packets but neither asks for repairs nor receives them, so a stray
+//     or forged packet of a session cannot take a live stream's repairs;
+//   - the stream's own source goes back, in a way reordering does not
+//     explain (to sequence 1, in a heartbeat, or more than 65,536
+//     messages back), and a second packet of that source continues the
+//     first (Stats.SuspectRestarts counts the first). The first is
+//     delivered in the new incarnation. Duplicates, even of the first
+//     packet, never start one.
+//
+// Only the current incarnation of a session asks for repairs and receives
+// them. The one it replaced gives up what it was still missing (reported
+// through OnLoss) and asks for nothing more. A rewinder keyed by session
+// must drop its cached messages when the incarnation changes.
+//
+// The stream table is bounded: at most Config.MaxStreams streams, at
+// most MaxStreamsPerSource of one source address. A stream silent for
+// StreamIdleTimeout is forgotten (Stats.StreamsExpired). To start one
+// more, the least recently active stream that is done (ended, stopped,
+// superseded, replaced) is forgotten, else one that has delivered nothing
+// (heartbeats only, as forged ones are), else one silent for a second (a
+// crashed publisher) (Stats.StreamsEvicted); when there is none the
+// packet is dropped (DropTooManyStreams). A live stream that delivers is
+// never forgotten.
 //
 // Each stream keeps the next sequence to deliver and a horizon, one past
 // the highest sequence seen or reported missing:
@@ -231,14 +266,17 @@
 // in this order:
 //
 //  1. A packet, heartbeat or end of session more than Config.MaxGap
-//     messages (default 2^20) ahead of the next expected sequence is
-//     dropped (DropSeqJump): a sequence that jumps by 2^40 is neither a
-//     gap of 2^40 messages nor a reason to wait for them, and it reports
-//     nothing and requests nothing. A second packet or heartbeat that far
-//     ahead and agreeing with the first (at or after it, within MaxGap of
-//     it) shows the stream has fallen behind a live publisher: the stream
-//     then gives up everything before the first as a Loss and goes on
-//     from there (Stats.Resyncs).
+//     messages (default 2^20) ahead of the next expected sequence is a
+//     suspect, dropped (DropSeqJump, Stats.SuspectJumps): a sequence that
+//     jumps by 2^40 is neither a gap of 2^40 messages nor a reason to wait
+//     for them, and it reports nothing and requests nothing. A second
+//     packet or heartbeat from the stream's own source (repairs never
+//     count) that continues the first (at or after its end, within MaxGap
+//     of it) shows the stream has fallen behind a live publisher: the
+//     stream delivers what it held (the gaps between held packets are a
+//     Loss), skips to the first suspect, reports the skip to OnResync
+//     (Stats.Resyncs; not counted as lost messages, its size comes off
+//     the wire), and delivers the suspect and what follows.
 //  2. A gap within MaxGap whose new messages would take the messages
 //     tracked missing for the stream above NAK.MaxPending (default 65536)
 //     is declared lost at once and never requested (nak's rule); when next
@@ -249,9 +287,11 @@
 // So the requests outstanding for a stream never total more than
 // NAK.MaxPending messages, in requests of at most NAK.MaxRequest, and one
 // poll sends at most that much however far a header claims to be ahead.
-// A forged or corrupt header within MaxGap can make a stream skip up to
-// MaxGap messages; lower MaxGap to bound that, and use source-specific
-// joins (Source, SecondarySource) where the network allows.
+// A header forged with the publisher's own source address and port
+// within MaxGap can make a stream skip up to MaxGap messages; lower MaxGap
+// to bound that, and use source-specific joins (Source, SecondarySource)
+// where the network allows. With A/B feeds any sender on either group
+// reaches the stream, so there source-specific joins matter most.
 //
 // Held packets are bounded by Config.ReorderPackets and ReorderBytes per
 // stream and
@@ -288,12 +328,18 @@
 //	DropBadEndOfSession    end of session below what was delivered, or changed
 //	DropUnknownRepair      a repair for a session no stream has
 //	DropStopped            the stream was stopped by a loss (LossStop)
+//	DropUntrustedRepair    a repair from neither Retransmitter nor RepairSource
 //
 // # Concurrency
 //
 // A Subscriber's methods are safe for concurrent use. It owns one receive
 // goroutine per socket (one to four) and the NAK timer goroutine, all
-// started by New and stopped by Close, which waits for them. The stream
+// started by New and stopped by Close, which waits for them. A failed read
+// is counted (Stats.ReadErrors), kept for Err (the first), passed to
+// OnError and retried after a backoff (1 ms doubling to 100 ms); only a
+// socket closed under the subscriber stops its reader
+// (Stats.ReadersStopped). Close returns the first read error; a second
+// Close returns ErrClosed. The stream
 // state is guarded by one mutex, taken once per batch of datagrams and
 // once per timer wake-up; the callbacks (OnMessage, OnGap, OnLoss, OnEnd)
 // run on whichever of those goroutines holds the mutex (a loss reported

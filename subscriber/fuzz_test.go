@@ -56,6 +56,13 @@ func FuzzCore(f *testing.F) {
 	f.Add(seed, true)
 	// A heartbeat far ahead: beyond MaxPending, lost at once.
 	f.Add(fuzzFrame(fuzzFrame(nil, 0, pkt(a, 1, 1)), 0x20, hb(a, 900)), false)
+	// A restart on the same source (sequence 1 again, twice), and a jump
+	// beyond MaxGap confirmed by a second packet.
+	seed = nil
+	for _, d := range [][]byte{pkt(a, 1, 3), pkt(a, 4, 3), eos(a, 7), pkt(a, 1, 2), pkt(a, 3, 2), pkt(a, 2000, 1), pkt(a, 2001, 2)} {
+		seed = fuzzFrame(seed, 0, d)
+	}
+	f.Add(seed, false)
 	f.Add([]byte{}, false)
 
 	const (

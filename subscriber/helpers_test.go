@@ -84,6 +84,7 @@ type harness struct {
 	last         map[StreamID]wire.Seq // last delivered per stream
 	ends         []ended
 	losses       []Loss
+	resyncs      []Resync
 	reqs         []wire.Request // every request poll produced
 	check        bool           // verify order, gaps and losses
 	checkPayload bool           // verify payloads are payload(seq)
@@ -113,6 +114,10 @@ func newHarness(t testing.TB, cfg Config) *harness {
 		}
 		h.last[l.Stream] = l.To - 1
 		h.losses = append(h.losses, l)
+	}
+	cfg.OnResync = func(r Resync) {
+		h.last[r.Stream] = r.To - 1
+		h.resyncs = append(h.resyncs, r)
 	}
 	cfg, err := cfg.withDefaults()
 	require.NoError(t, err)
@@ -202,23 +207,39 @@ func (h *harness) stats() Stats {
 	return h.c.stats()
 }
 
+// stream returns the state of the latest incarnation of (src, s).
 func (h *harness) stream(src netip.AddrPort, s wire.Session) StreamStats {
 	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
+	var found *StreamStats
 	for _, st := range h.c.streamStats() {
-		if st.ID == (StreamID{src, s}) {
-			return st
+		if st.ID.Source == src && st.ID.Session == s && (found == nil || st.ID.Incarnation > found.ID.Incarnation) {
+			found = &st
 		}
 	}
-	h.t.Fatalf("no stream %v/%v", src, s)
-	return StreamStats{}
+	if found == nil {
+		h.t.Fatalf("no stream %v/%v", src, s)
+		return StreamStats{}
+	}
+	return *found
 }
 
-// seqs returns the delivered sequences of one stream.
+// seqs returns the delivered sequences of (src, s), all incarnations.
 func (h *harness) seqs(src netip.AddrPort, s wire.Session) []wire.Seq {
 	var out []wire.Seq
 	for _, d := range h.msgs {
-		if d.id == (StreamID{src, s}) {
+		if d.id.Source == src && d.id.Session == s {
+			out = append(out, d.seq)
+		}
+	}
+	return out
+}
+
+// seqsOf returns the delivered sequences of exactly id.
+func (h *harness) seqsOf(id StreamID) []wire.Seq {
+	var out []wire.Seq
+	for _, d := range h.msgs {
+		if d.id == id {
 			out = append(out, d.seq)
 		}
 	}

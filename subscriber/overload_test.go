@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/mdbus/mdbus/internal/monotime"
@@ -16,7 +17,7 @@ import (
 func TestReorderFullGivesUpStalledGap(t *testing.T) {
 	const bound = 4
 	h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 3+bound; s++ {
 		h.feed(srcA, pkt(sessA, s, 1))
@@ -41,32 +42,69 @@ func TestReorderFullGivesUpStalledGap(t *testing.T) {
 // catches up once a second packet confirms the jump; a lone wild sequence
 // costs one dropped packet and nothing else.
 func TestResync(t *testing.T) {
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	t.Run("confirmed", func(t *testing.T) {
 		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
 		h.feed(srcA, pkt(sessA, 1, 2))
 		h.feed(srcA, pkt(sessA, 500, 1)) // far ahead: dropped, remembered
 		h.feed(srcA, pkt(sessA, 3, 1))   // in order: still delivered
-		require.Empty(t, h.losses)
-		h.feed(srcA, pkt(sessA, 501, 2)) // agrees with 500: resync
-		require.Equal(t, []Loss{{id, 4, 500}}, h.losses)
-		require.Contains(t, h.gaps, Gap{id, 500, 501})
-		h.feed(srcA, pkt(sessA, 500, 1)) // the first jumped packet, repaired
+		require.Empty(t, h.resyncs)
+		h.feed(srcA, pkt(sessA, 501, 2)) // continues 500: resync, and 500 is delivered
+		require.Equal(t, []Resync{{id, 4, 500}}, h.resyncs)
+		require.Empty(t, h.losses, "a resync is not a loss")
 		require.Equal(t, append(seqRange(1, 4), seqRange(500, 503)...), h.seqs(srcA, sessA))
+		h.feed(srcA, pkt(sessA, 500, 1)) // a late copy of it
 		st := h.stats()
 		require.EqualValues(t, 1, st.Resyncs)
-		require.EqualValues(t, 496, st.LostMessages)
-		onlyDrops(t, st, map[DropReason]uint64{DropSeqJump: 1})
+		require.EqualValues(t, 2, st.SuspectJumps)
+		require.Zero(t, st.LostMessages)
+		onlyDrops(t, st, map[DropReason]uint64{DropSeqJump: 2, DropDuplicate: 1})
 	})
 	t.Run("heartbeats", func(t *testing.T) {
 		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, hb(sessA, 1000))
 		h.feed(srcA, hb(sessA, 1000))
-		require.Equal(t, []Loss{{id, 2, 1000}}, h.losses)
+		require.Empty(t, h.resyncs, "a repeated heartbeat confirms nothing")
+		h.feed(srcA, hb(sessA, 1001))
+		require.Equal(t, []Resync{{id, 2, 1000}}, h.resyncs)
+		require.Equal(t, []Gap{{id, 1000, 1001}}, h.gaps)
 		h.feed(srcA, pkt(sessA, 1000, 1))
 		require.Equal(t, []wire.Seq{1, 1000}, h.seqs(srcA, sessA))
 		require.EqualValues(t, 1, h.stats().Resyncs)
+		require.Empty(t, h.losses)
+	})
+	t.Run("held-then-resync", func(t *testing.T) {
+		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h.feed(srcA, pkt(sessA, 1, 1))
+		h.feed(srcA, pkt(sessA, 5, 1)) // held: 2..4 missing
+		h.feed(srcA, pkt(sessA, 1000, 1))
+		h.feed(srcA, pkt(sessA, 1001, 1))
+		require.Equal(t, []Loss{{id, 2, 5}}, h.losses, "the gap before what was held is a loss")
+		require.Equal(t, []Resync{{id, 6, 1000}}, h.resyncs)
+		require.Equal(t, []wire.Seq{1, 5, 1000, 1001}, h.seqs(srcA, sessA))
+	})
+	t.Run("repairs-never-jump", func(t *testing.T) {
+		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h.feed(srcA, pkt(sessA, 1, 1))
+		h.feedRepair(pkt(sessA, 1<<40, 1))
+		h.feedRepair(pkt(sessA, 1<<40+1, 1))
+		h.feedRepair(hb(sessA, 1<<40+2))
+		h.feed(srcA, pkt(sessA, 2, 1))
+		require.Empty(t, h.resyncs)
+		require.Equal(t, seqRange(1, 3), h.seqs(srcA, sessA))
+		onlyDrops(t, h.stats(), map[DropReason]uint64{DropSeqJump: 3})
+	})
+	t.Run("other-source-never-confirms", func(t *testing.T) {
+		// A/B: both feeds reach one stream, so a forger on either could
+		// send the first suspect; only the same source confirms it.
+		h := newHarness(t, Config{MaxGap: 100, Secondary: netip.MustParseAddrPort("239.7.7.9:31000")})
+		h.feed(srcA, pkt(sessA, 1, 1))
+		h.feed(srcB, pkt(sessA, 1<<40, 1))
+		h.feed(srcA, pkt(sessA, 1<<40+1, 1))
+		h.feed(srcB, pkt(sessA, 2, 1))
+		require.Empty(t, h.resyncs)
+		require.Equal(t, seqRange(1, 3), h.seqs(netip.AddrPort{}, sessA))
 	})
 	t.Run("lone-wild-sequences", func(t *testing.T) {
 		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
@@ -91,7 +129,7 @@ func TestReorderBytesBound(t *testing.T) {
 		size += len(pkt(sessA, s, 1))
 	}
 	h := newHarness(t, Config{ReorderPackets: 100, ReorderBytes: size})
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 6; s++ {
 		h.feed(srcA, pkt(sessA, s, 1))

@@ -24,6 +24,11 @@ type reader struct {
 	source netip.Addr
 	// repair marks the datagrams as repairs (see core.handlePacket).
 	repair bool
+	// from, when valid, is the only sender accepted on a repair socket:
+	// the address and port of the retransmitter (port 0: any port). With
+	// repair set and from invalid, every sender is accepted and counted
+	// as unverified.
+	from netip.AddrPort
 	// feed is the socket's role, for the per-feed counters.
 	feed Feed
 	// done is closed when the goroutine reading this socket stops.
@@ -65,6 +70,8 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 			c.drop(DropWrongGroup)
 		case r.source.IsValid() && src.Addr() != r.source:
 			c.drop(DropWrongSource)
+		case r.repair && !r.trusted(src):
+			c.drop(DropUntrustedRepair)
 		default:
 			c.handleDatagram(src, m.Buf, now, r.repair)
 		}
@@ -74,4 +81,17 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 		c.st.KernelDrops += uint64(d - r.ovfl)
 		r.ovfl = d
 	}
+}
+
+// trusted reports whether a repair from src may be used, counting the
+// ones accepted unchecked.
+func (r *reader) trusted(src netip.AddrPort) bool {
+	switch {
+	case !r.from.IsValid():
+		r.c.st.UnverifiedRepairs++
+		return true
+	case src.Addr() != r.from.Addr():
+		return false
+	}
+	return r.from.Port() == 0 || src.Port() == r.from.Port()
 }

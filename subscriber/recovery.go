@@ -67,6 +67,12 @@ func (c *core) detector(s *stream) *nak.LossDetector {
 func (c *core) gapFound(s *stream, from, to wire.Seq) {
 	d := c.detector(s)
 	d.OnGap(c.now, nak.Range{From: from, To: to})
+	c.rearm(d)
+}
+
+// rearm wakes the timer goroutine when d's next deadline is earlier than
+// the one it sleeps towards.
+func (c *core) rearm(d *nak.LossDetector) {
 	if t, ok := d.Next(); ok && t < c.timerAt {
 		c.timerAt = t
 		select {
@@ -87,6 +93,10 @@ func (c *core) received(s *stream, from, to wire.Seq) {
 	if filled == 0 {
 		return
 	}
+	// A repair that fills the front of a requested range makes the
+	// detector ask for the rest sooner (nak.Config.Continue) than the
+	// retry the timer sleeps towards.
+	c.rearm(s.nak)
 	s.recovered += filled
 	c.st.Recovered += filled
 	if c.fromRepair {
@@ -176,11 +186,16 @@ func (c *core) lose(s *stream, from, to wire.Seq) {
 		c.cfg.onLoss(Loss{Stream: s.id, From: from, To: to})
 	}
 	if c.cfg.lossPolicy == LossStop {
-		s.stopped = true
-		c.release(s, 0)
-		c.abandon(s)
-		c.st.StreamsStopped++
+		c.stop(s)
 	}
+}
+
+// stop stops s (LossStop): it delivers nothing more.
+func (c *core) stop(s *stream) {
+	s.stopped = true
+	c.release(s, 0)
+	c.abandon(s)
+	c.st.StreamsStopped++
 }
 
 // abandon stops recovering s (it ended or stopped): its detector forgets
@@ -214,9 +229,15 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 		if d == nil {
 			continue
 		}
-		if t, ok := d.Next(); ok && t <= now {
-			c.nreqs, c.nlost = d.Poll(now, c.nreqs[:0], c.nlost[:0])
-			if c.cfg.sendNAKs {
+		if t, ok := c.due(s); ok && t <= now {
+			pnow := now
+			if c.cfg.sendNAKs && !s.current {
+				pnow = now.Add(-replaceQuiet) // see due
+			}
+			c.nreqs, c.nlost = d.Poll(pnow, c.nreqs[:0], c.nlost[:0])
+			// Only the current incarnation of a session asks: the answers
+			// name the session alone and go to it.
+			if c.cfg.sendNAKs && s.current {
 				for _, r := range c.nreqs {
 					n := r.Len() // <= MaxRequest <= wire.MaxCount
 					reqs = append(reqs, wire.Request{Session: s.id.Session, Seq: r.From, Count: uint16(n)})
@@ -234,7 +255,7 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 				c.finish(s)
 			}
 		}
-		if t, ok := d.Next(); ok {
+		if t, ok := c.due(s); ok {
 			next = min(next, t)
 		}
 	}
@@ -259,4 +280,18 @@ func (c *core) recoveryHistogram() *hdrhistogram.Histogram {
 		return newRecoveryHistogram()
 	}
 	return c.hist.Clone()
+}
+
+// due is when the detector of s has work. A stream that is not its
+// session's current incarnation cannot ask for anything until it is (it
+// then rearms, see makeCurrent), so its detector runs replaceQuiet behind
+// the clock and its gaps wait that much longer before they are declared
+// lost: a new incarnation that waits for the previous one to go quiet
+// does not lose what it would have repaired.
+func (c *core) due(s *stream) (monotime.Time, bool) {
+	t, ok := s.nak.Next()
+	if ok && c.cfg.sendNAKs && !s.current {
+		t = t.Add(replaceQuiet)
+	}
+	return t, ok
 }

@@ -32,7 +32,7 @@ func req(s wire.Session, seq wire.Seq, n uint16) wire.Request {
 
 func TestNAKRecoversGap(t *testing.T) {
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, pkt(sessA, 5, 2))
 	require.Equal(t, []Gap{{id, 3, 5}}, h.gaps)
@@ -71,7 +71,7 @@ func TestNAKRecoversGap(t *testing.T) {
 
 func TestNAKRetriesThenLoss(t *testing.T) {
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, pkt(sessA, 5, 2))
 	found := h.now
@@ -110,7 +110,7 @@ func TestLossExactRange(t *testing.T) {
 	cfg := testNAK()
 	cfg.MaxPending = 3
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: cfg})
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1))  // gap [2,3): tracked
 	h.feed(srcA, pkt(sessA, 10, 1)) // gap [4,10): 6 more than MaxPending allows: lost at once
@@ -129,7 +129,7 @@ func TestLossExactRange(t *testing.T) {
 
 func TestLossStop(t *testing.T) {
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK(), LossPolicy: LossStop})
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 2))
 	h.runUntil(h.now.Add(time.Second))
@@ -170,7 +170,7 @@ func TestTailLossHeartbeat(t *testing.T) {
 
 func TestEndOfSessionAfterLoss(t *testing.T) {
 	h := newHarness(t, Config{NAK: testNAK()}) // no retransmitter
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, eos(sessA, 6)) // 3..5 lost at the tail
 	h.runUntil(h.now.Add(time.Second))
@@ -180,7 +180,7 @@ func TestEndOfSessionAfterLoss(t *testing.T) {
 
 func TestNoRetransmitterDeclaresLoss(t *testing.T) {
 	h := newHarness(t, Config{NAK: nak.Config{Deadline: 50 * time.Millisecond}})
-	id := StreamID{srcA, sessA}
+	id := StreamID{Source: srcA, Session: sessA}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1))
 	found := h.now
@@ -206,7 +206,7 @@ func TestBoundedGap(t *testing.T) {
 	})
 	t.Run("beyond-MaxPending-lost-at-once", func(t *testing.T) {
 		h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK(), MaxGap: 1 << 41})
-		id := StreamID{srcA, sessA}
+		id := StreamID{Source: srcA, Session: sessA}
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, hb(sessA, far))
 		require.Equal(t, []Gap{{id, 2, far}}, h.gaps)
@@ -286,9 +286,10 @@ func TestNAKSeedReplay(t *testing.T) {
 	run := func(seed uint64) []time.Duration {
 		h := newHarness(t, Config{Retransmitter: repairer, NAK: nak.Config{Seed: seed}})
 		start := h.now
-		for _, src := range []netip.AddrPort{srcA, srcB} {
-			h.feed(src, pkt(sessA, 1, 1))
-			h.feed(src, pkt(sessA, 3, 1))
+		for i, src := range []netip.AddrPort{srcA, srcB} {
+			sess := []wire.Session{sessA, sessB}[i] // one session from two sources: only the current one asks
+			h.feed(src, pkt(sess, 1, 1))
+			h.feed(src, pkt(sess, 3, 1))
 		}
 		var at []time.Duration
 		for range 10 {
@@ -403,7 +404,7 @@ func setSeq(b []byte, seq wire.Seq) {
 // had, which must be reported lost, each in order; every stream must end.
 func TestRandomizedRecovery(t *testing.T) {
 	// Repairs are matched by session, so each stream has its own.
-	ids := []StreamID{{srcA, sessA}, {srcB, sessB}, {netip.MustParseAddrPort("127.0.0.3:40003"), mustSession("SESSC")}}
+	ids := []StreamID{{Source: srcA, Session: sessA}, {Source: srcB, Session: sessB}, {Source: netip.MustParseAddrPort("127.0.0.3:40003"), Session: mustSession("SESSC")}}
 	type packet struct {
 		id      StreamID
 		seq     wire.Seq

@@ -73,6 +73,10 @@ const (
 	DropUnknownRepair
 	// DropStopped: a packet of a stream stopped by LossStop.
 	DropStopped
+	// DropUntrustedRepair: a datagram on the unicast repair socket from
+	// another address and port than Config.Retransmitter, or on the repair
+	// group from another address than Config.RepairSource.
+	DropUntrustedRepair
 	// NumDropReasons is the number of drop reasons (the length of
 	// Stats.Drops).
 	NumDropReasons
@@ -99,6 +103,7 @@ var dropNames = [NumDropReasons]string{
 	DropBadEndOfSession:   "bad-end-of-session",
 	DropUnknownRepair:     "unknown-repair",
 	DropStopped:           "stopped",
+	DropUntrustedRepair:   "untrusted-repair",
 }
 
 // String returns a short, stable, lower-case name for r, for logs and
@@ -189,21 +194,36 @@ type Stats struct {
 	// ReorderOverflows counts the gaps given up (reported as a Loss) to
 	// make room in a full reorder buffer.
 	ReorderOverflows uint64
-	// Resyncs counts the times a stream more than Config.MaxGap behind
-	// its publisher skipped ahead (the sequences skipped are reported as a
-	// Loss); see the package doc's bounded-gap rule.
-	Resyncs uint64
+	// Resyncs counts the times a stream confirmed to be more than
+	// Config.MaxGap behind its publisher skipped ahead (each reported to
+	// OnResync; the sequences skipped are not counted as lost messages);
+	// SuspectJumps counts the packets and heartbeats more than MaxGap
+	// ahead, confirmed or not (see the package doc's bounded-gap rule).
+	Resyncs, SuspectJumps uint64
+	// SuspectRestarts counts packets of a stream's own source that went
+	// back as a restart would; Incarnations counts the streams replaced by
+	// a newer incarnation of their session (a restart confirmed, or a new
+	// source of a session whose stream was quiet or ended).
+	SuspectRestarts, Incarnations uint64
+	// UnverifiedRepairs counts the datagrams accepted from the repair
+	// group without a RepairSource to check them against.
+	UnverifiedRepairs uint64
 	// Held is the packets in reorder buffers now (all streams); HeldMax
 	// is the most one stream has held at once (at most
 	// Config.ReorderPackets).
 	Held, HeldMax int
 	// Streams is the streams known now; StreamsEnded counts ends of
 	// session reached; StreamsStopped counts streams stopped by LossStop;
-	// StreamsEvicted counts ended, stopped or superseded streams forgotten
-	// to make room; SessionChanges counts new sessions from a source that
-	// had another.
+	// StreamsEvicted counts streams forgotten to make room (see
+	// Config.MaxStreams); StreamsExpired counts streams forgotten after
+	// Config.StreamIdleTimeout of silence; SessionChanges counts new
+	// sessions from a source that had another.
 	Streams                                                      int
 	StreamsEnded, StreamsStopped, StreamsEvicted, SessionChanges uint64
+	StreamsExpired                                               uint64
+	// ReadErrors counts failed reads of the sockets (see Subscriber.Err);
+	// ReadersStopped counts sockets no longer read because of one.
+	ReadErrors, ReadersStopped uint64
 
 	// NAKs is the re-requests sent to the Retransmitter, NAKMessages the
 	// messages they asked for (retries included). NAKErrors counts
@@ -269,6 +289,11 @@ type StreamStats struct {
 	// Superseded reports that the stream's source has since started
 	// another session.
 	Superseded bool
+	// Replaced reports that a newer incarnation of the stream's session
+	// took its place: it asks for nothing and takes no repairs.
+	Replaced bool
+	// Resyncs counts the stream's confirmed jumps beyond MaxGap.
+	Resyncs uint64
 	// Stopped reports that a loss stopped the stream (LossStop).
 	Stopped bool
 

@@ -28,13 +28,19 @@ const (
 	// DefaultReorderWindow is how long a subscriber that has no way to
 	// recover (no Retransmitter, RepairGroup or Secondary) waits for a
 	// reordered packet before it declares a gap lost.
-	DefaultReorderWindow  = 20 * time.Millisecond
-	DefaultBatchSize      = 64
-	DefaultDatagramSize   = wire.MaxPayloadSize
-	DefaultMaxStreams     = 64
-	DefaultReorderPackets = 16384
-	DefaultReorderBytes   = 32 << 20
-	DefaultMaxGap         = 1 << 20
+	DefaultReorderWindow = 20 * time.Millisecond
+	DefaultBatchSize     = 64
+	DefaultDatagramSize  = wire.MaxPayloadSize
+	DefaultMaxStreams    = 64
+	// DefaultMaxStreamsPerSource bounds the streams of one source
+	// address (a host's publishers, or one sender forging sessions).
+	DefaultMaxStreamsPerSource = 16
+	// DefaultStreamIdleTimeout is how long a stream may be silent before
+	// it is forgotten.
+	DefaultStreamIdleTimeout = 10 * time.Minute
+	DefaultReorderPackets    = 16384
+	DefaultReorderBytes      = 32 << 20
+	DefaultMaxGap            = 1 << 20
 )
 
 // Sentinel errors.
@@ -68,21 +74,35 @@ type Config struct {
 	// wire.MaxPayloadSize (65507). Larger datagrams are dropped
 	// (DropTruncatedDatagram).
 	DatagramSize int
-	// MaxStreams bounds the streams tracked at once; default 64. A packet
-	// that would start one more is dropped (DropTooManyStreams) unless an
-	// ended or superseded stream can be forgotten.
-	MaxStreams int
+	// MaxStreams bounds the streams tracked at once; default 64.
+	// MaxStreamsPerSource bounds those of one source address; default 16,
+	// negative for no per-source bound. A packet that would start one
+	// stream too many makes room by forgetting the least recently active
+	// stream (of that source, when its bound is reached) that is done
+	// (ended, stopped, superseded or replaced), or else has delivered
+	// nothing yet (heartbeats only: forged, or a publisher not started),
+	// or else has been silent for a second (a crashed publisher; a live
+	// one heartbeats) (Stats.StreamsEvicted); when there is none it is
+	// dropped (DropTooManyStreams). A live stream that delivered messages
+	// is never forgotten for room.
+	MaxStreams          int
+	MaxStreamsPerSource int
+	// StreamIdleTimeout forgets a stream that received nothing for this
+	// long (Stats.StreamsExpired), checked whenever a stream starts;
+	// default 10 minutes, negative never. A live publisher heartbeats
+	// (every second by default), so only streams of publishers gone are
+	// forgotten.
+	StreamIdleTimeout time.Duration
 	// ReorderPackets bounds the out-of-order packets held per stream;
 	// default 16384 (about 90 ms at 180,000 packets/s, the rate of 4M
 	// 64-byte msgs/s in 1472-byte packets: room for a NAK delay, a repair
 	// round trip, a lost repair and its retry), negative holds none.
 	// ReorderBytes bounds the bytes they take; default 32 MiB (3,700
 	// jumbo packets, 80 ms of 6M msgs/s in 8972-byte packets), negative
-	// for no byte bound. With 4096 packets, 1% loss at 4M msgs/s in
-	// 1472-byte packets collapsed on a 2-core machine: a repair that
-	// needed a retry came later than the buffer lasted. When either bound
-	// is reached, the stream gives up its oldest
-	// gap as a Loss (Stats.ReorderOverflows); with a Retransmitter, only
+	// for no byte bound. A smaller buffer (4096 packets) does not outlast
+	// a repair that needs a retry at 4M msgs/s with 1% loss on a 2-core
+	// machine. When either bound is reached, the stream gives up its
+	// oldest gap as a Loss (Stats.ReorderOverflows); with a Retransmitter, only
 	// once that gap has waited two NAK retry intervals (until then the
 	// newer packet is dropped and asked for again). Raise it where repairs
 	// may take longer than it lasts at the feed's packet rate.
@@ -102,8 +122,10 @@ type Config struct {
 	// MaxBusyPoll. See "Busy polling" in the package documentation.
 	BusyPoll time.Duration
 	// MaxGap is how far ahead of the next expected sequence, in messages,
-	// a packet, heartbeat or end of session may be; beyond it is dropped
-	// (DropSeqJump). Default 1<<20.
+	// a packet, heartbeat or end of session may be. Beyond it, it is a
+	// suspect: dropped (DropSeqJump) unless a second packet or heartbeat
+	// of the stream's own source confirms the jump, which makes the stream
+	// resync (OnResync). Default 1<<20.
 	MaxGap uint64
 	// StartSeq is the first sequence expected of every stream. 0 joins
 	// live: the first packet seen starts the stream. A positive StartSeq
@@ -124,10 +146,20 @@ type Config struct {
 	// in order with deliveries: after the message before From and before
 	// the message at To. See "Recovery" in the package documentation.
 	OnLoss func(Loss)
+	// OnResync receives each confirmed jump of a stream beyond MaxGap:
+	// the range skipped, in order with deliveries. It is not a Loss: the
+	// range was never asked for, and its size comes off the wire.
+	OnResync func(Resync)
+	// OnError receives each failed read of a socket, on the goroutine
+	// reading it, without the subscriber's lock: it may call Stats and
+	// Err, not Close. The first error is also kept for Err.
+	OnError func(error)
 
 	// Retransmitter, when valid, is the unicast address re-requests (NAKs)
 	// go to: a retransmit.Server or a rewinder. They leave from the
-	// subscriber's own unicast repair socket, where the answers arrive.
+	// subscriber's own unicast repair socket, where the answers arrive;
+	// a datagram there from any other address and port is dropped
+	// (DropUntrustedRepair).
 	// Invalid: no NAKs are sent; gaps are still reported, and declared lost
 	// NAK.Deadline after they were found (when NAK.Deadline is zero and
 	// neither RepairGroup nor Secondary is set, nothing but reordering can
@@ -136,6 +168,15 @@ type Config struct {
 	// RepairGroup, when valid, is a multicast group also joined on
 	// Interface; every packet from it is a repair.
 	RepairGroup netip.AddrPort
+	// RepairSource is the only address whose datagrams on RepairGroup are
+	// accepted (any port: a retransmitter multicasts from a socket of its
+	// own); the others are dropped (DropUntrustedRepair). It is the
+	// source address the retransmitter's host picks for the repair group
+	// (its address on Interface's network), which need not be the
+	// Retransmitter address. Unset, every source is accepted, and each
+	// datagram so accepted is counted in Stats.UnverifiedRepairs: set it
+	// wherever anyone else can reach the repair group.
+	RepairSource netip.Addr
 	// Secondary, when valid, is a second feed group (A/B) carrying the same
 	// sessions as Group, joined on Interface. Streams are then keyed by
 	// session only (StreamID.Source is the zero AddrPort), and each
@@ -166,7 +207,9 @@ type Config struct {
 	// the re-requests out and the unicast repairs in) and the RepairGroup
 	// socket.
 	WrapRepair func(packetconn.PacketConn) packetconn.PacketConn
-	// Logger receives warnings and errors; default slog.Default().
+	// Logger receives warnings and errors; default none (a discarding
+	// logger): a library does not write to the application's log unless
+	// asked to.
 	Logger *slog.Logger
 }
 
@@ -253,6 +296,14 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: retransmitter %s: want a unicast address and a port", ErrConfig, c.Retransmitter)
 		}
 	}
+	if c.RepairSource.IsValid() {
+		if !c.RepairGroup.IsValid() {
+			return c, fmt.Errorf("%w: repair source %s without a repair group", ErrConfig, c.RepairSource)
+		}
+		if c.RepairSource, err = source("repair source", c.RepairSource, c.RepairGroup); err != nil {
+			return c, err
+		}
+	}
 	if c.BusyPoll < 0 || c.BusyPoll > MaxBusyPoll {
 		return c, fmt.Errorf("%w: busy poll %v: want 0 to %v", ErrConfig, c.BusyPoll, MaxBusyPoll)
 	}
@@ -275,13 +326,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = DefaultMaxStreams
 	}
+	c.MaxStreamsPerSource = orNone(c.MaxStreamsPerSource, DefaultMaxStreamsPerSource)
+	switch {
+	case c.StreamIdleTimeout == 0:
+		c.StreamIdleTimeout = DefaultStreamIdleTimeout
+	case c.StreamIdleTimeout < 0:
+		c.StreamIdleTimeout = 0
+	}
 	c.ReorderPackets = orNone(c.ReorderPackets, DefaultReorderPackets)
 	c.ReorderBytes = orNone(c.ReorderBytes, DefaultReorderBytes)
 	if c.MaxGap == 0 {
 		c.MaxGap = DefaultMaxGap
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
 }
@@ -304,6 +362,8 @@ func (c Config) core() coreConfig {
 	}
 	return coreConfig{
 		maxStreams: c.MaxStreams,
+		perSource:  c.MaxStreamsPerSource,
+		idle:       c.StreamIdleTimeout,
 		reorder:    c.ReorderPackets,
 		reorderB:   c.ReorderBytes,
 		maxGap:     c.MaxGap,
@@ -317,6 +377,7 @@ func (c Config) core() coreConfig {
 		onGap:      c.OnGap,
 		onEnd:      c.OnEnd,
 		onLoss:     c.OnLoss,
+		onResync:   c.OnResync,
 	}
 }
 
@@ -351,7 +412,9 @@ type Subscriber struct {
 	out    *sock.Batch
 	reqBuf []byte
 
-	nakErrors atomic.Uint64
+	nakErrors      atomic.Uint64
+	readErrors     atomic.Uint64
+	readersStopped atomic.Uint64
 }
 
 // New opens the sockets, joins the groups on the interface and starts the
@@ -413,7 +476,10 @@ func open(cfg Config) (s *Subscriber, err error) {
 		if err != nil {
 			return s, err
 		}
-		s.addReader(conn, repairBatchSize, cfg.RepairGroup.Addr(), netip.Addr{}, FeedRepairGroup)
+		r := s.addReader(conn, repairBatchSize, cfg.RepairGroup.Addr(), netip.Addr{}, FeedRepairGroup)
+		if cfg.RepairSource.IsValid() {
+			r.from = netip.AddrPortFrom(cfg.RepairSource, 0)
+		}
 	}
 	if cfg.Retransmitter.IsValid() {
 		wild := netip.IPv4Unspecified()
@@ -431,7 +497,7 @@ func open(cfg Config) (s *Subscriber, err error) {
 			pc = cfg.WrapRepair(pc)
 		}
 		s.repair = pc
-		s.addReader(pc, repairBatchSize, netip.Addr{}, netip.Addr{}, FeedRepair)
+		s.addReader(pc, repairBatchSize, netip.Addr{}, netip.Addr{}, FeedRepair).from = cfg.Retransmitter
 		s.out = sock.NewBatch(requestBatchSize, 0)
 		s.reqBuf = make([]byte, requestBatchSize*wire.RequestLen)
 	}
@@ -501,13 +567,26 @@ func (s *Subscriber) closeConns() error {
 	return first
 }
 
-// run is a receive goroutine: it reads r until Close.
+// Read-error backoff: a socket that fails to read is tried again after
+// readRetryMin, doubling to readRetryMax while it keeps failing.
+const (
+	readRetryMin = time.Millisecond
+	readRetryMax = 100 * time.Millisecond
+)
+
+// run is a receive goroutine: it reads r until Close. A read error is
+// counted (Stats.ReadErrors), kept for Err (the first) and passed to
+// OnError; the socket is read again after a backoff, unless it was closed
+// under the subscriber (a Wrap that closed it), which stops this reader
+// for good (Stats.ReadersStopped).
 func (s *Subscriber) run(r *reader) {
 	defer s.wg.Done()
 	defer close(r.done)
+	wait := readRetryMin
 	for {
 		err := r.readOnce()
 		if err == nil {
+			wait = readRetryMin
 			continue
 		}
 		if s.closed.Load() {
@@ -516,21 +595,45 @@ func (s *Subscriber) run(r *reader) {
 		if sock.IsTimeout(err) {
 			continue
 		}
+		err = fmt.Errorf("subscriber: receive (%v feed) on %s: %w", r.feed, r.conn.LocalAddr(), err)
+		s.readErrors.Add(1)
 		s.errMu.Lock()
 		if s.loopErr == nil {
-			s.loopErr = fmt.Errorf("subscriber: receive (%v feed) on %s: %w", r.feed, r.conn.LocalAddr(), err)
+			s.loopErr = err
 		}
 		s.errMu.Unlock()
-		s.cfg.Logger.Error("subscriber: receive failed; this socket is no longer read",
-			"group", s.cfg.Group, "feed", r.feed, "err", err)
-		return
+		if s.cfg.OnError != nil {
+			s.cfg.OnError(err)
+		}
+		if errors.Is(err, net.ErrClosed) {
+			s.readersStopped.Add(1)
+			s.cfg.Logger.Error("subscriber: socket closed under the subscriber; it is no longer read", "feed", r.feed, "err", err)
+			return
+		}
+		s.cfg.Logger.Warn("subscriber: receive failed; retrying", "feed", r.feed, "err", err, "retry_in", wait)
+		select {
+		case <-s.quit:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, readRetryMax)
 	}
 }
 
+// Err returns the first error a socket's read returned since New, or nil.
+// The subscriber keeps reading the other sockets, and the failed one again
+// after a backoff unless it was closed; Stats.ReadErrors counts every
+// failure.
+func (s *Subscriber) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.loopErr
+}
+
 // Close leaves the groups, closes the sockets and waits for the
-// goroutines to stop. It returns the error that stopped a receive loop
-// early, if any. Calls after the first return ErrClosed. It must not be
-// called from a callback.
+// goroutines to stop. It returns the first read error (see Err), if any.
+// Calls after the first return ErrClosed. It must not be called from a
+// callback.
 func (s *Subscriber) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -569,6 +672,8 @@ func (s *Subscriber) Stats() Stats {
 	st := s.c.stats()
 	s.c.mu.Unlock()
 	st.NAKErrors = s.nakErrors.Load()
+	st.ReadErrors = s.readErrors.Load()
+	st.ReadersStopped = s.readersStopped.Load()
 	st.ReadBufferRequested = s.cfg.ReadBuffer
 	st.ReadBufferGranted = s.granted
 	return st

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -361,38 +362,90 @@ func TestCloseTwice(t *testing.T) {
 
 // failing is a socket whose reads fail after the first: the error stops the
 // receive loop and Close returns it.
+// failing is a socket whose reads after the first fail, the first
+// `fails` times with errBoom, then with net.ErrClosed when closeAfter.
 type failing struct {
 	sock.PacketConn
-	reads int
+	fails      int
+	closeAfter bool
+	mu         sync.Mutex
+	reads      int
 }
 
 var errBoom = errors.New("boom")
 
 func (f *failing) ReadBatch(b *sock.Batch) (int, error) {
+	f.mu.Lock()
 	f.reads++
-	if f.reads > 1 {
+	n := f.reads
+	f.mu.Unlock()
+	switch {
+	case n == 1:
+		return f.PacketConn.ReadBatch(b)
+	case n <= 1+f.fails:
 		return 0, errBoom
+	case f.closeAfter:
+		return 0, net.ErrClosed
 	}
 	return f.PacketConn.ReadBatch(b)
 }
 
-func TestReceiveErrorLatched(t *testing.T) {
+// TestReceiveErrorSurfaced: a failing read is counted, kept for Err,
+// passed to OnError and retried; the socket is read again once it works.
+// (Before, the loop logged the error and stopped reading for good while
+// Stats looked healthy.)
+func TestReceiveErrorSurfaced(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("239.7.2.9:31018")
-	s, err := New(Config{Group: group, Logger: discard, Wrap: func(pc sock.PacketConn) sock.PacketConn {
-		return &failing{PacketConn: pc}
-	}})
+	var mu sync.Mutex
+	var seen []error
+	s, err := New(Config{Group: group,
+		Wrap: func(pc packetconn.PacketConn) packetconn.PacketConn { return &failing{PacketConn: pc, fails: 3} },
+		OnError: func(err error) {
+			mu.Lock()
+			seen = append(seen, err)
+			mu.Unlock()
+		}})
+	require.NoError(t, err)
+	pub := newTestPub(t, group, "lo", netip.MustParseAddr("127.0.0.1"), sessA)
+	pub.send(pub.packets(1, 1), nil)
+	require.Eventually(t, func() bool { return s.Stats().ReadErrors == 3 }, waitFor, time.Millisecond)
+	require.ErrorIs(t, s.Err(), errBoom)
+	pub.send(pub.packets(1, 1), nil) // read after the retries
+	require.Eventually(t, func() bool { return s.Stats().Messages == 2 }, waitFor, time.Millisecond)
+	st := s.Stats()
+	require.EqualValues(t, 3, st.ReadErrors)
+	require.Zero(t, st.ReadersStopped)
+	mu.Lock()
+	require.Len(t, seen, 3)
+	mu.Unlock()
+	require.ErrorIs(t, s.Close(), errBoom, "Close returns the first read error")
+	require.ErrorIs(t, s.Close(), ErrClosed)
+}
+
+// TestReceiveSocketClosedStops: a socket closed under the subscriber
+// stops its reader, and says so.
+func TestReceiveSocketClosedStops(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.7.2.9:31019")
+	s, err := New(Config{Group: group,
+		Wrap: func(pc packetconn.PacketConn) packetconn.PacketConn {
+			return &failing{PacketConn: pc, closeAfter: true}
+		}})
 	require.NoError(t, err)
 	pub := newTestPub(t, group, "lo", netip.MustParseAddr("127.0.0.1"), sessA)
 	pub.send(pub.packets(1, 1), nil)
 	select {
-	case <-s.done: // the loop stopped on its own
+	case <-s.done:
 	case <-time.After(waitFor):
-		t.Fatal("the receive loop did not stop on a read error")
+		t.Fatal("the reader of a closed socket did not stop")
 	}
-	err = s.Close()
-	require.ErrorIs(t, err, errBoom)
-	require.EqualValues(t, 1, s.Stats().Messages)
+	st := s.Stats()
+	require.EqualValues(t, 1, st.ReadersStopped)
+	require.EqualValues(t, 1, st.ReadErrors)
+	require.ErrorIs(t, s.Err(), net.ErrClosed)
+	require.EqualValues(t, 1, st.Messages)
+	require.ErrorIs(t, s.Close(), net.ErrClosed)
 }
 
 // dropOne is a socket that loses the k-th datagram it reads.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -39,6 +40,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
 	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to")
 	repair := fs.String("repair-group", "", "also join this multicast group:port for repairs")
+	repairSrc := fs.String("repair-source", "", "with --repair-group: accept repairs only from this address (the retransmitter's; unset: any sender, counted as unverified)")
 	secondary := fs.String("secondary", "", "A/B: second feed group:port carrying the same sessions")
 	stop := fs.Bool("stop-on-loss", false, "stop delivering a stream at its first unrecoverable loss (default: report it and continue)")
 	imp := addImpairFlags(fs)
@@ -61,6 +63,15 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	secondG, err := parseAddr("--secondary", *secondary, true)
 	if err != nil {
 		return err
+	}
+	var repairSource netip.Addr
+	if *repairSrc != "" {
+		if repairSource, err = netip.ParseAddr(*repairSrc); err != nil {
+			return fmt.Errorf("--repair-source %q: want an IP address such as 127.0.0.1: %w", *repairSrc, err)
+		}
+		if !repairG.IsValid() {
+			return fmt.Errorf("--repair-source needs --repair-group")
+		}
 	}
 	icfg, impaired, err := imp.config()
 	if err != nil {
@@ -96,7 +107,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 	scfg := subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy,
-		Retransmitter: retrAddr, RepairGroup: repairG, Secondary: secondG, LossPolicy: policy,
+		Retransmitter: retrAddr, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
 		Wrap: wrap, WrapSecondary: wrap2,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/mdbus/mdbus/internal/verify"
+	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
 )
 
 // scale returns full, or small under -race or -short.
@@ -58,3 +61,17 @@ func (c *checker) sessions() []string {
 }
 
 func (c *checker) String() string { return c.name }
+
+// deepRetransmitter is a publisher's cache of a whole million-message
+// stream and the server answering from it, both closed by the test's
+// cleanup: the crash and resume tests re-request everything a restarted
+// process missed, so nothing may have left the cache.
+func deepRetransmitter(t *testing.T) (*retransmit.Cache, *retransmit.Server) {
+	t.Helper()
+	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 2 << 20, MaxBytes: 512 << 20})
+	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
+		Sources: []retransmit.Source{cache}, RateBytes: 500e6, RequesterRateBytes: 500e6})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	return cache, srv
+}

@@ -19,7 +19,6 @@ import (
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
-	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
@@ -71,11 +70,7 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 	rate := float64(scale(50_000, 20_000))
 	const kills = 20
 	group := netip.MustParseAddrPort("239.192.29.1:32100")
-	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 2 << 20, MaxBytes: 512 << 20})
-	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
-		Sources: []retransmit.Source{cache}, RateBytes: 500e6, RequesterRateBytes: 500e6})
-	require.NoError(t, err)
-	defer srv.Close()
+	cache, srv := deepRetransmitter(t)
 	dir := filepath.Join(t.TempDir(), "journal")
 	ready := dir + ".ready"
 	env := envChildRecorder + "=" + strings.Join([]string{group.String(), srv.Addr().String(), dir}, "|")

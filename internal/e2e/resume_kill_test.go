@@ -17,7 +17,6 @@ import (
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/resume"
-	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
@@ -102,11 +101,7 @@ func TestAcceptanceResumeKill(t *testing.T) {
 	rate := float64(scale(100_000, 20_000))
 	const kills = 10
 	group := netip.MustParseAddrPort("239.192.26.1:32070")
-	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 2 << 20, MaxBytes: 512 << 20})
-	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
-		Sources: []retransmit.Source{cache}, RateBytes: 500e6, RequesterRateBytes: 500e6})
-	require.NoError(t, err)
-	defer srv.Close()
+	cache, srv := deepRetransmitter(t)
 	pub, err := publisher.New(publisher.Config{Group: group, Session: "RESUMEKILL", Sinks: []publisher.Sink{cache},
 		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
 	require.NoError(t, err)

@@ -16,6 +16,14 @@
 //     fd77::1/64 and fd77::2/64, because IPv6 multicast does not work over
 //     lo on Linux and veth does.
 //
+// Several machines: NewHost makes a "host" inside the lab, a network
+// namespace of its own linked by a veth pair to the lab's bridge (Bridge,
+// multicast snooping off, so groups flood to every host), with addresses
+// 10.78.0.N/24 and fd78::N/64 on its link HostLink. Host.Do runs a
+// function in the host's namespace, so one test process opens sockets on
+// several hosts; Host.SetLink takes its link down and up. Everything stays
+// inside the lab's namespace.
+//
 // Tests use it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(netlab.Main(m)) }
@@ -38,6 +46,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Names of the lab's veth interfaces and their addresses.
@@ -218,5 +227,28 @@ func Setup() error {
 			return fmt.Errorf("netlab: ip %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
+	// A veth's carrier, and with it IPv6 multicast routing, comes a moment
+	// after the link is set up: until then a send to a group on it is
+	// "network unreachable".
+	for _, dev := range []string{VethA, VethB} {
+		if err := waitMulticastRoute6(dev); err != nil {
+			return err
+		}
+	}
 	return os.Setenv(envReady, "1")
+}
+
+// waitMulticastRoute6 waits up to 5 s until dev is operationally up (a
+// veth's carrier comes a moment after "ip link set up") and IPv6 routes a
+// group out of it.
+func waitMulticastRoute6(dev string) error {
+	for range 500 {
+		link, _ := exec.Command("ip", "-o", "link", "show", "dev", dev).Output() // sysfs shows the host's namespace, not the lab's
+		if strings.Contains(string(link), "state UP") &&
+			exec.Command("ip", "-6", "route", "get", "ff15::1", "oif", dev).Run() == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("netlab: %s does not route IPv6 multicast after 5 s", dev)
 }

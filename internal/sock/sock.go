@@ -115,7 +115,11 @@ func (c *Conn) LocalAddr() netip.AddrPort {
 func (c *Conn) IPv6() bool { return c.v6 }
 
 // SetReadDeadline sets the deadline for ReadBatch; a zero t means none.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.uc.SetReadDeadline(t) }
+// A busy-polling ReadBatch stops spinning at the deadline.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.setDeadline(t)
+	return c.uc.SetReadDeadline(t)
+}
 
 // WriteTo sends one datagram, for the rare non-batched send (re-requests).
 func (c *Conn) WriteTo(b []byte, to netip.AddrPort) error {

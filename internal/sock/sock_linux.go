@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -63,11 +66,14 @@ type connSys struct {
 	readFn, writeFn func(fd uintptr) bool
 	rHdrs           []mmsghdr
 	busyPoll        time.Duration
-	rN              int
-	rErr            syscall.Errno
-	wHdrs           []mmsghdr
-	wN              int
-	wErr            syscall.Errno
+	// deadline is the read deadline as a monotime.Time (0: none), so a
+	// busy poll stops spinning when it passes.
+	deadline atomic.Int64
+	rN       int
+	rErr     syscall.Errno
+	wHdrs    []mmsghdr
+	wN       int
+	wErr     syscall.Errno
 }
 
 func open(cfg Config) (*Conn, error) {
@@ -257,6 +263,9 @@ func (c *Conn) recvmmsg(fd uintptr) bool {
 		switch {
 		case until == 0:
 			until = now.Add(c.sys.busyPoll)
+			if d := monotime.Time(c.sys.deadline.Load()); d != 0 && d < until {
+				until = d // park at the deadline: the poller then reports the timeout
+			}
 		case now >= until:
 			return false
 		}
@@ -341,21 +350,39 @@ func putName(rsa *unix.RawSockaddrInet6, a netip.AddrPort, v6 bool) uint32 {
 	return unix.SizeofSockaddrInet6
 }
 
-// zoneCache names interfaces by index for link-local sources without
-// allocating per datagram after the first lookup.
-var zones [64]string
+// zones names interfaces by index for link-local sources: the first
+// datagram from an interface looks its name up (a netlink dump), later
+// ones read it from the cache without allocating. Readers of different
+// sockets share it, so it is guarded. Indexes are not reused while the
+// interface exists; the cache is bounded, and once full an uncached index
+// is looked up each time instead.
+var zones struct {
+	sync.RWMutex
+	names map[int]string
+}
+
+// maxZones bounds the zone cache.
+const maxZones = 4096
 
 func zoneCache(idx int) string {
-	if idx < len(zones) && zones[idx] != "" {
-		return zones[idx]
+	zones.RLock()
+	name, ok := zones.names[idx]
+	zones.RUnlock()
+	if ok {
+		return name
 	}
-	name := fmt.Sprint(idx)
+	name = strconv.Itoa(idx)
 	if ifi, err := net.InterfaceByIndex(idx); err == nil {
 		name = ifi.Name
 	}
-	if idx < len(zones) {
-		zones[idx] = name
+	zones.Lock()
+	if zones.names == nil {
+		zones.names = make(map[int]string)
 	}
+	if len(zones.names) < maxZones {
+		zones.names[idx] = name
+	}
+	zones.Unlock()
 	return name
 }
 
@@ -404,4 +431,16 @@ func forceBuffer(fd, opt, force, want int) int {
 		got, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
 	}
 	return got
+}
+
+// setDeadline records t for the busy poll.
+func (c *Conn) setDeadline(t time.Time) {
+	var d monotime.Time
+	if !t.IsZero() {
+		d = monotime.Now().Add(time.Until(t))
+		if d == 0 {
+			d = 1
+		}
+	}
+	c.sys.deadline.Store(int64(d))
 }
