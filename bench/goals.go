@@ -53,6 +53,8 @@ type GoalsConfig struct {
 	// Probe is the duration of each headroom probe; default
 	// DefaultProbeDuration.
 	Probe time.Duration
+	// Search bounds each headroom search (see CapacityCase.Search).
+	Search SearchConfig
 }
 
 // Goals runs the scenarios of issue 4 in this Bench, each for the
@@ -154,6 +156,7 @@ func (g *goalRun) capacity(payload, subs int) (float64, bool) {
 	}
 	c, err := g.b.Capacity(g.ctx, CapacityCase{
 		System: Mdbus, Sizes: g.sz, PayloadSize: payload, Subscribers: subs, Processes: subs > 1, Probe: g.gc.Probe,
+		Search: g.gc.Search,
 	})
 	return c.Capacity, g.note(err)
 }

@@ -235,6 +235,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cfg.Duration = *probe
 	}
+	if mode == "goals" && (!(*resolution > 0 && *resolution < 1) || *maxProbes < 1 || *maxProbes > 100 || *budget <= 0 || *probe <= 0 || *probe > bench.MaxDuration) {
+		return usageErr("goals: --probe, --resolution, --max-probes or --budget out of range (see mdbus bench -h)")
+	}
 	var known []bench.CapacityResult
 	if mode == "goals" && *capFrom != "" {
 		rep, err := bench.LoadReport(*capFrom)
@@ -342,7 +345,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	case "goals":
-		gc := bench.GoalsConfig{Loss: *loss, Headroom: *withHeadroom, Probe: *probe, Capacities: known}
+		gc := bench.GoalsConfig{
+			Loss: *loss, Headroom: *withHeadroom, Probe: *probe, Capacities: known,
+			Search: bench.SearchConfig{Resolution: *resolution, MaxProbes: *maxProbes, Budget: *budget},
+		}
 		if *rates != "" {
 			gc.Rate = rs[0]
 		}

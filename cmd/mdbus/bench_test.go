@@ -40,6 +40,7 @@ func TestBenchCapacityFlagErrors(t *testing.T) {
 		{"capacity", "--sub-counts", "x"},
 		{"latency", "--mode", "pingpong,sideways"},
 		{"goals", "--capacity-from", "/no/such/file.json"},
+		{"goals", "--headroom", "--max-probes", "0"},
 	} {
 		err := runBench(context.Background(), append(args, "--netns=false", "--out", ""), &bytes.Buffer{})
 		require.True(t, errors.Is(err, errUsage), "%v: %v", args, err)
