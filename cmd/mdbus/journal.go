@@ -77,6 +77,21 @@ func parseJournalArgs(name, about string, args []string, extra func(fs *flag.Fla
 	return fs.Arg(0), jf, nil
 }
 
+// openStreams opens the journal in dir read-only and lists the streams
+// the flags select; the caller closes the journal.
+func (jf journalFlags) openStreams(dir string) (*journal.Journal, []journal.StreamInfo, error) {
+	j, err := journal.Open(dir, journal.Config{ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	infos, err := jf.streams(j)
+	if err != nil {
+		j.Close()
+		return nil, nil, err
+	}
+	return j, infos, nil
+}
+
 func (jf journalFlags) streams(j *journal.Journal) ([]journal.StreamInfo, error) {
 	all := j.Streams()
 	if *jf.session == "" {
@@ -110,15 +125,11 @@ func journalList(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	j, err := journal.Open(dir, journal.Config{ReadOnly: true})
+	j, infos, err := jf.openStreams(dir)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	infos, err := jf.streams(j)
-	if err != nil {
-		return err
-	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	for _, in := range infos {
@@ -158,15 +169,11 @@ journal (a torn tail is reported, not cut).`, args, nil)
 	if err != nil {
 		return err
 	}
-	j, err := journal.Open(dir, journal.Config{ReadOnly: true})
+	j, infos, err := jf.openStreams(dir)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	infos, err := jf.streams(j)
-	if err != nil {
-		return err
-	}
 	var first *journal.CorruptError
 	nbad := 0
 	for _, in := range infos {
@@ -227,15 +234,11 @@ time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 		}
 		limit = n
 	}
-	j, err := journal.Open(dir, journal.Config{ReadOnly: true})
+	j, infos, err := jf.openStreams(dir)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	infos, err := jf.streams(j)
-	if err != nil {
-		return err
-	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	enc := json.NewEncoder(w)
