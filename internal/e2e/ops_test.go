@@ -185,15 +185,22 @@ func num(t *testing.T, rec map[string]any, key string) int64 {
 // files while they run, scrapes --metrics of each role through promtool,
 // then SIGTERMs them: each exits 0 with a summary that matches its
 // counters, and no counters file is left. A SIGKILLed process leaves a
-// file that mdbus stat reports stale and removes.
-func TestOpsCountersMatchSummaries(t *testing.T) {
+// opsLab is the start of every test that runs mdbus processes: inside
+// the lab, not under -short, a temporary directory, the mdbus binary
+// (buildMdbus, replay_cli_test.go) and a counters directory in it.
+func opsLab(t *testing.T) (tmp, bin, ctr string) {
+	t.Helper()
 	netlab.Require(t)
 	if testing.Short() {
 		t.Skip("builds and runs the mdbus binary")
 	}
-	tmp := t.TempDir()
-	bin := buildMdbus(t) // from replay_cli_test.go
-	ctr := filepath.Join(tmp, "counters")
+	tmp = t.TempDir()
+	return tmp, buildMdbus(t), filepath.Join(tmp, "counters")
+}
+
+// file that mdbus stat reports stale and removes.
+func TestOpsCountersMatchSummaries(t *testing.T) {
+	_, bin, ctr := opsLab(t)
 	const group, listen = "239.192.77.1:31771", "127.0.0.1:31779"
 	n := scale(30000, 10000)
 	metrics := []string{"--metrics", "127.0.0.1:0"}
@@ -394,13 +401,7 @@ func promtoolCheck(t *testing.T, what string, text []byte) {
 // relay and collector, bench.
 // SIGTERM mid-run: exit 0, a summary, no counters file left.
 func TestOpsSignalEveryCommand(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds and runs the mdbus binary")
-	}
-	tmp := t.TempDir()
-	bin := buildMdbus(t) // from replay_cli_test.go
-	ctr := filepath.Join(tmp, "counters")
+	tmp, bin, ctr := opsLab(t)
 	hasFile := func(role string) bool {
 		for _, s := range snapshots(t, ctr) {
 			if s.Role == role {
@@ -466,13 +467,7 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 // datagrams on a subscriber's group give a log line per interval with a
 // count (and what to do), and the counts add up to the summary's.
 func TestOpsMalformedStormIsOneLinePerInterval(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds and runs the mdbus binary")
-	}
-	tmp := t.TempDir()
-	bin := buildMdbus(t) // from replay_cli_test.go
-	ctr := filepath.Join(tmp, "counters")
+	_, bin, ctr := opsLab(t)
 	const group = "239.192.81.1:31811"
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", group, "--stats", "1s")
 	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 1; time.Sleep(20 * time.Millisecond) {
@@ -510,13 +505,7 @@ func TestOpsMalformedStormIsOneLinePerInterval(t *testing.T) {
 // datagram waits for them after the first SIGTERM; a second SIGTERM ends
 // it at once, exit 1, and still removes the counters file.
 func TestOpsSecondSignalExitsAtOnce(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds and runs the mdbus binary")
-	}
-	tmp := t.TempDir()
-	bin := buildMdbus(t) // from replay_cli_test.go
-	ctr := filepath.Join(tmp, "counters")
+	_, bin, ctr := opsLab(t)
 	p := startMdbus(t, bin, ctr, "demo", "demo", "--netns=false", "--group", "239.192.82.1:31821", "--duration", "60s",
 		"--rate", "5000", "--subscribers", "1", "--loss", "1", "--no-rewinder")
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.out(), "t="); time.Sleep(50 * time.Millisecond) {
@@ -538,13 +527,7 @@ func TestOpsSecondSignalExitsAtOnce(t *testing.T) {
 // first test does not run (StatsD relay and collector, impair, demo),
 // whose counters come from AttachStruct and several owners in one file.
 func TestOpsMetricsOtherRoles(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds and runs the mdbus binary")
-	}
-	tmp := t.TempDir()
-	bin := buildMdbus(t) // from replay_cli_test.go
-	ctr := filepath.Join(tmp, "counters")
+	_, bin, ctr := opsLab(t)
 	m := []string{"--metrics", "127.0.0.1:0"}
 	procs := []*proc{
 		startMdbus(t, bin, ctr, "statsd-relay", append(m, "statsd", "relay", "--listen", "127.0.0.1:18225", "--retransmit", "127.0.0.1:18226", "--group", "239.192.83.1:31831")...),
