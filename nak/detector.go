@@ -175,10 +175,13 @@ func (d *LossDetector) fill(e *entry, n uint64) {
 
 // OnReceived records that the messages of r arrived at now, as originals or
 // repairs: they stop being tracked, so no NAK asks for them again. Pieces
-// of a range left on either side keep its timers, but for a range already
-// asked for whose front r fills: its rest is asked for Continue after the
-// last such fill (see Config.Continue), since servers answer long ranges
-// one packet at a time. It returns how many
+// of a range left on either side keep its timers, but when r filled
+// messages already asked for (and does not lie strictly inside one range:
+// an answer starts where its request starts), what was asked for right
+// after it is the rest of a partial answer: the ranges already asked for
+// that follow r without a break, up to MaxRequest messages, are asked for
+// again together Continue after the last such fill (see Config.Continue),
+// since servers answer long requests one packet at a time. It returns how many
 // tracked-missing messages r filled and the age (now minus first seen) of
 // the oldest gap among them, for a recovery-time histogram; (0, 0) when r
 // filled nothing. Duplicates and untracked messages are ignored.
@@ -202,6 +205,7 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 		return n, max(age, 0)
 	}
 	oldest := monotime.Time(math.MaxInt64)
+	answer := false // r filled messages already asked for
 	out, j := i, i
 	for ; j < len(d.entries) && d.entries[j].from < r.To; j++ {
 		e := d.entries[j]
@@ -209,24 +213,12 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 		d.fill(&e, n)
 		filled += n
 		oldest = min(oldest, e.firstSeen)
+		answer = answer || e.naks > 0 && !e.doomed
 		switch {
 		case e.from < r.From: // left part stays (first entry only)
 			e.to = r.From
 		case e.to > r.To: // right part stays (last entry only)
 			e.from = r.To
-			if e.naks > 0 && !e.doomed {
-				// A partial answer: ask for the rest once it is over,
-				// after a random delay as for a new gap, so that the
-				// receivers of a multicast repair do not all ask at once.
-				// The server answered: the backoff starts again.
-				e.interval = 0
-				if t := now.Add(d.cfg.Continue + d.delay()); t < e.next {
-					e.next = t
-					if t := d.at(&e); t < d.due {
-						d.due = t
-					}
-				}
-			}
 		default: // covered: removed
 			if d.at(&e) <= d.due {
 				d.exact = false
@@ -237,7 +229,40 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 		out++
 	}
 	d.entries = slices.Delete(d.entries, out, j)
+	if answer {
+		d.hurry(now, d.search(r.To), r.To)
+	}
 	return filled, max(now.Sub(oldest), 0)
+}
+
+// hurry handles a partial answer that ended at from: the entries already
+// asked for that follow from without a break, up to MaxRequest messages,
+// are the rest of what was asked (a request joins adjacent ranges, and the
+// server answered one packet of it). They are asked for again together,
+// once the answer is over, after one random delay as for a new gap, so
+// that they form one request again and the receivers of a multicast
+// repair do not all ask at once. The server answered: their backoff
+// starts again. k is the index of the first entry that ends after from.
+func (d *LossDetector) hurry(now monotime.Time, k int, from wire.Seq) {
+	var t monotime.Time
+	for n := uint64(0); k < len(d.entries) && n < uint64(d.cfg.MaxRequest); k++ {
+		e := &d.entries[k]
+		if e.from != from || e.naks == 0 || e.doomed {
+			return
+		}
+		if n == 0 {
+			t = now.Add(d.cfg.Continue + d.delay())
+		}
+		n += e.len()
+		from = e.to
+		e.interval = 0
+		if t < e.next {
+			e.next = t
+			if t := d.at(e); t < d.due {
+				d.due = t
+			}
+		}
+	}
 }
 
 // Poll does the work due at now. It appends to reqs the ranges to ask for

@@ -568,3 +568,50 @@ func TestPartialAnswerAsksForTheRest(t *testing.T) {
 	require.Zero(t, d.Pending())
 	require.Less(t, now.Sub(t0), 100*ms, "15 partial answers take about 15 round trips, not 15 retries")
 }
+
+// TestPartialAnswerAsksForTheAdjacentRest: consecutive lost packets are
+// separate gaps, adjacent, and one request joins them; a server's
+// one-packet answer that ends where one of them ends leaves the next
+// ones asked for, and they are the rest of that request: asked for
+// again together (up to MaxRequest messages) Continue after the answer,
+// not a retry interval later. Before, only a range whose front the
+// answer filled was hurried, so a subscriber recovering a backlog of
+// thousands of small adjacent gaps (a restarted run that waited for its
+// predecessor to go quiet) asked one packet's worth per retry interval and
+// declared most of it lost at its deadline.
+func TestPartialAnswerAsksForTheAdjacentRest(t *testing.T) {
+	cfg := fixedConfig(0, 10*ms, 100*ms, time.Second)
+	cfg.MaxRequest = 6
+	d := NewLossDetector(cfg)
+	for from := wire.Seq(1); from < 11; from += 2 {
+		d.OnGap(t0, rg(from, from+2)) // one lost packet of two messages each
+	}
+	reqs, _ := d.Poll(t0, nil, nil)
+	require.Equal(t, []Range{rg(1, 7), rg(7, 11)}, reqs, "adjacent gaps joined, split at MaxRequest")
+	now := t0.Add(200 * time.Microsecond)
+	n, _ := d.OnReceived(now, rg(1, 3)) // the first packet of the answer, ending where a gap ends
+	require.EqualValues(t, 2, n)
+	next, ok := d.Next()
+	require.True(t, ok)
+	require.Equal(t, now.Add(DefaultContinue), next, "the rest is due Continue after the partial answer")
+	reqs, lost := d.Poll(next, nil, nil)
+	require.Empty(t, lost)
+	require.Equal(t, []Range{rg(3, 9)}, reqs, "the rest, joined again, MaxRequest messages of it")
+	require.NoError(t, d.checkInvariants())
+	// [9, 11) was not hurried: its retry is due 10 ms after the first NAK.
+	reqs, _ = d.Poll(t0.Add(10*ms-1), nil, nil)
+	require.Empty(t, reqs)
+	reqs, _ = d.Poll(t0.Add(10*ms), nil, nil)
+	require.Equal(t, []Range{rg(9, 11)}, reqs)
+
+	// A fill strictly inside one range is not an answer (an answer starts
+	// where its request starts): the pieces keep their schedule.
+	d = NewLossDetector(cfg)
+	d.OnGap(t0, rg(1, 5))
+	d.OnGap(t0, rg(5, 7))
+	reqs, _ = d.Poll(t0, nil, nil)
+	require.Equal(t, []Range{rg(1, 7)}, reqs)
+	d.OnReceived(t0.Add(ms), rg(2, 3))
+	next, _ = d.Next()
+	require.Equal(t, t0.Add(10*ms), next)
+}

@@ -34,13 +34,16 @@
 // a fully filled range is cancelled, and a partly filled one is split, each
 // piece keeping the timers of the whole (it is still the same loss event,
 // so no piece is given more time). A retry is sent early in one case only:
-// when repairs fill the front of a range already asked for and leave the
-// rest, the answer was partial, not lost (a MoldUDP64 server answers a
-// request with at most one packet), so the rest is asked for once no
-// repair has come for Continue (1 ms) plus a delay drawn as for a new gap
-// (suppression again), instead of after the backoff interval, and its
-// backoff starts again at Retry. Otherwise every message is asked for again only after its
-// current backoff interval has elapsed since the previous request.
+// when repairs fill messages already asked for (but not strictly inside
+// one range: an answer starts where its request starts) and the ranges
+// asked for right after them are still missing, the answer was partial,
+// not lost (a MoldUDP64 server answers a request with at most one
+// packet, and a request joins adjacent ranges), so those ranges, up to
+// MaxRequest messages, are asked for together once no repair has come
+// for Continue (1 ms) plus one delay drawn as for a new gap (suppression
+// again), instead of after the backoff interval, and their backoff starts
+// again at Retry. Otherwise every message is asked for again only after
+// its current backoff interval has elapsed since the previous request.
 //
 // Poll(now) returns the re-requests due now, split into ranges of at most
 // MaxRequest messages (MaxRequest <= wire.MaxCount, one MoldUDP64 request

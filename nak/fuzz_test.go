@@ -73,14 +73,32 @@ func FuzzLossDetector(f *testing.F) {
 				d.OnGap(now, Range{a, a + b%40})
 			case 2: // an arrival
 				r := Range{a, a + b%40}
-				// A range already asked for whose front r fills is asked
-				// for again after Config.Continue with its backoff
-				// restarted (a partial answer): its rest leaves the
-				// backoff model.
+				// An arrival that fills messages already asked for (but
+				// for one strictly inside a single range) is a partial
+				// answer: the ranges already asked for that follow it
+				// without a break are asked for again after
+				// Config.Continue with their backoff restarted, so they
+				// leave the backoff model (all of the run, a superset of
+				// the MaxRequest messages hurried).
 				var rest []Range
+				answer, inside := false, false
 				for _, e := range d.entries {
-					if e.naks > 0 && !e.doomed && e.from >= r.From && e.from < r.To && e.to > r.To {
-						rest = append(rest, Range{r.To, e.to})
+					if e.from < r.To && e.to > r.From {
+						answer = answer || e.naks > 0 && !e.doomed
+						inside = inside || e.from < r.From && e.to > r.To
+					}
+				}
+				if answer && !inside {
+					from := r.To
+					for _, e := range d.entries {
+						if e.to <= from {
+							continue
+						}
+						if e.from > from || e.naks == 0 || e.doomed {
+							break
+						}
+						rest = append(rest, Range{from, e.to})
+						from = e.to
 					}
 				}
 				filled, age := d.OnReceived(now, r)
