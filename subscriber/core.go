@@ -152,6 +152,10 @@ type stream struct {
 	superseded bool // its source has since started another session
 	replaced   bool // a newer incarnation of its session took its place
 	current    bool // the current incarnation of its session (c.bySession)
+	// catchUp is its horizon when it became current after waiting for
+	// its predecessor to go quiet: the gaps before it were all asked for
+	// at once then (see overflow). 0 for a stream that never waited.
+	catchUp    wire.Seq
 	stopped    bool // LossStop after a loss
 	lastActive monotime.Time
 	// feedNext is, per feed, one past the highest sequence the publisher's
@@ -337,12 +341,19 @@ func (c *core) makeCurrent(s *stream) {
 	c.bySession[s.key.session] = s
 	if !s.current && s.nak != nil {
 		// It could not ask while it waited: its gaps' deadlines count
-		// from now, not from when they were found.
+		// from now, not from when they were found, and it asks for all
+		// of them at once (see overflow).
+		s.catchUp = s.horizon
 		s.nak.Rearm(c.now)
 		c.rearm(s.nak)
 	}
 	s.current = true
 }
+
+// waiting reports whether s is a new incarnation waiting for its
+// session's current one to go quiet: it will ask for its gaps once it
+// takes its place.
+func (c *core) waiting(s *stream) bool { return !s.current && !s.replaced }
 
 // replaceQuiet is how long the current incarnation of a session must have
 // been silent (nothing from its own source) before a new source of the
@@ -691,13 +702,23 @@ func (c *core) data(s *stream, p wire.Packet) {
 // a repair, it is given up as well: a repair that late would itself find
 // the buffer full and be dropped, and asking again while the cache moves
 // on would lose everything after it (one stalled repair at 3M msgs/s
-// would cost tens of millions of messages). It reports whether it made
+// would cost tens of millions of messages).
+//
+// A new incarnation waiting for its session's previous one to go quiet
+// asks for nothing, so it never gives up a gap to make room: what it
+// drops it asks for once it is current, and its detector, which runs
+// replaceQuiet behind, bounds the wait. Once current it asks for the
+// whole backlog at once, and the answers come one packet per request,
+// queued behind each other: until it has caught up with that backlog
+// (next reaches catchUp) a gap's age says nothing of its repair, so it
+// gives up none for room either; the detector's deadline, counted from
+// when it became current, bounds that too. It reports whether it made
 // room.
 func (c *core) overflow(s *stream) bool {
 	if len(s.held) == 0 || s.stopped || s.held[0].seq <= s.next {
 		return false
 	}
-	if c.cfg.sendNAKs && c.now.Sub(s.held[0].at) < c.cfg.fullGrace {
+	if c.cfg.sendNAKs && (c.waiting(s) || s.next < s.catchUp || c.now.Sub(s.held[0].at) < c.cfg.fullGrace) {
 		return false
 	}
 	r := nak.Range{From: s.next, To: s.held[0].seq}
