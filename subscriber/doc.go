@@ -114,7 +114,9 @@
 //     has been silent for a second (a live publisher heartbeats); while the
 //     current one is live, the new source's stream delivers its own
 //     packets but neither asks for repairs nor receives them, so a stray
-//     or forged packet of a session cannot take a live stream's repairs;
+//     or forged packet of a session cannot take a live stream's repairs
+//     (its gaps wait, their NAK deadline a second behind, and are asked
+//     for when it takes over);
 //   - the stream's own source goes back, in a way reordering does not
 //     explain (to sequence 1, in a heartbeat, or more than 65,536
 //     messages back), and a second packet of that source continues the
@@ -162,7 +164,11 @@
 //     instead would cascade. A subscriber with a Retransmitter first
 //     drops the newer packet (DropReorderFull; its messages are reported
 //     missing and asked for) while the oldest gap is younger than two NAK
-//     retry intervals, since its repair is likely under way.
+//     retry intervals, since its repair is likely under way. A new
+//     incarnation waiting for its predecessor to go quiet (see Streams)
+//     cannot ask yet, so it gives up no gap for room, nor, once current,
+//     until it has caught up with the backlog it then asks for at once;
+//     the NAK deadline bounds both.
 //
 // A heartbeat announcing a sequence beyond the horizon reveals lost
 // packets at the tail: the difference is reported as a gap. An end of
