@@ -121,10 +121,11 @@
 // 8.3 to 2.0 µs, while one plain receiver then read only 72-86% of what
 // was sent. Subscribers receiving with UDP_GRO take the train whole. In
 // the lab on a loaded 2-core VM (mdbus bench capacity, 1472-byte packets,
-// one plain subscriber, 2026-12-01), 1024-byte messages went from 0.58-1.19x
-// raw UDP's capacity without GSO to 1.53-2.13x with it (lo, same runs),
-// 0.76x to 1.99x on a veth; 64-byte messages from 0.95-1.54M to 3.66-3.68M
-// msgs/s, where the subscriber, not the publisher, became the limit.
+// one plain subscriber, 2026-12-01, three runs each way), 1024-byte
+// messages went from 0.58-1.19x raw UDP's capacity without GSO to
+// 1.53-2.21x with it (on lo, raw UDP measured in the same run), and from
+// 0.76x to 1.99x on a veth; 64-byte messages from 0.95-1.85M to 2.32-3.68M
+// msgs/s. With GSO the subscriber, not the publisher, became the limit.
 //
 // GSO falls back by itself: if the kernel lacks UDP_SEGMENT, or refuses a
 // train for want of it (EIO from a device without checksum offload,
