@@ -25,7 +25,7 @@ const (
 	DefaultRequesterRateBytes = 20e6  // bytes per second
 	DefaultBurst              = 10 * time.Millisecond
 	DefaultMaxRequesters      = 4096
-	DefaultReadBuffer         = 1 << 20
+	DefaultReadBuffer         = 4 << 20
 
 	readBatchLen  = 64 // requests per recvmmsg
 	readBufLen    = 64 // bytes per request buffer: larger datagrams are truncated and refused
@@ -99,7 +99,14 @@ type ServerConfig struct {
 	// wire.DefaultPayloadSizeIPv4 or IPv6 by the family of each socket.
 	PayloadSize int
 	// ReadBuffer is the SO_RCVBUF requested for the request socket, in
-	// bytes. Default 1 MiB (the kernel may grant less).
+	// bytes. Default 4 MiB, as a subscriber's feed socket (the common
+	// net.core.rmem_max; the kernel doubles it and may grant less): the
+	// server is where the re-requests of every subscriber meet, and
+	// they come in bursts (a subscriber catching up finds many gaps at
+	// once; a slow answer brings a round of retries from all), so its
+	// socket must hold more than one subscriber's. A 20-byte request
+	// takes about 830 bytes of the buffer on Linux: 8 MiB granted holds
+	// about 10,000 requests, 2 MiB about 2,500.
 	ReadBuffer int
 	// Wrap, when set, wraps the sockets (request socket and repair-group
 	// socket), for example with the impairment layer or a byte counter in
