@@ -96,6 +96,37 @@ func waitAllSubs(t *testing.T, timeout time.Duration, subs []*subscriber.Subscri
 	}
 }
 
+// waitRecovered waits until every checker has its stream, and fails at
+// once when a subscriber declares a loss: the stream can then never be
+// complete, and waiting out the timeout only hides why.
+func waitRecovered(t *testing.T, timeout time.Duration, subs []*subscriber.Subscriber, cs ...*checker) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, c := range cs {
+		for {
+			select {
+			case <-c.Done():
+			case <-time.After(50 * time.Millisecond):
+				lost := false
+				for _, s := range subs {
+					lost = lost || s.Stats().LostRanges > 0
+				}
+				if !lost && time.Now().Before(deadline) {
+					continue
+				}
+				for i, c := range cs {
+					t.Logf("%s: delivered %d: %+v", c.name, c.Delivered(), subs[i].Stats())
+				}
+				if lost {
+					t.Fatalf("a subscriber declared a loss")
+				}
+				t.Fatalf("timed out after %v", timeout)
+			}
+			break
+		}
+	}
+}
+
 // Acceptance 1 (issue 3): four subscribers, each with 5% independent loss,
 // 1% reordering and 1% duplication, deliver the exact stream; nothing is
 // declared lost.
@@ -107,7 +138,14 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 		n, _ = strconv.Atoi(v)
 	}
 	// Default cache (256 MiB, 1M messages: 20 s of this stream) and
-	// default NAK deadline (1 s).
+	// default NAK deadline (1 s). The reorder buffer holds more than a
+	// NAK deadline of this feed (23k packets/s), so that a repair slowed
+	// by a loaded machine is given up by the deadline, not by the bound:
+	// with 8,192 packets (0.36 s) a loaded CI run gave up 6-7 ranges of
+	// 4,750-4,900 messages on full reorder buffers (recovery p99 400 ms,
+	// max 860 ms). The feed sockets get the fanout tests' buffer: the
+	// impairment is the 5% loss, not kernel drops on top of it (2,500
+	// per subscriber in that run).
 	b := newBus(t, publisher.Config{Group: group, RateMessages: 50_000, HeartbeatInterval: 50 * time.Millisecond},
 		retransmit.CacheConfig{}, retransmit.ServerConfig{})
 	var lost sync.Map
@@ -116,7 +154,8 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 	for i := range 4 {
 		c := newChecker(fmt.Sprintf("sub%d", i+1), n)
 		s, err := subscriber.New(subscriber.Config{
-			Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReorderPackets: 8192,
+			Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReadBuffer: fanoutReadBuffer,
+			ReorderPackets: 32768, ReorderBytes: 64 << 20,
 			NAK:       nak.Config{Seed: uint64(100 + i)},
 			Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Reorder: 0.01, Duplicate: 0.01, Seed: 7, Stream: uint64(i)}),
 			OnMessage: c.onMessage,
@@ -129,7 +168,7 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 	start := time.Now()
 	sum := publishRandom(t, b.pub, n, 3, 1, 1000)
 	t.Cleanup(func() { t.Logf("server: %+v", b.srv.Stats()) })
-	waitAllSubs(t, 120*time.Second, subs, cs...)
+	waitRecovered(t, 120*time.Second, subs, cs...)
 	t.Logf("%d messages to 4 subscribers with 5%% loss, 1%% reorder, 1%% dup in %v", n, time.Since(start).Round(time.Millisecond))
 	for i, c := range cs {
 		c.verify(t, b.pub.Session(), sum, n, 1)
