@@ -703,6 +703,10 @@ func TestZeroAllocs(t *testing.T) {
 	netlab.Require(t)
 	msg64 := make([]byte, 64)
 	batch := [][]byte{msg64, msg64, msg64}
+	full := make([][]byte, 50) // two full packets and a lingering one: sent inline, the timer armed by the caller
+	for i := range full {
+		full[i] = msg64
+	}
 	for i, tc := range []struct {
 		name string
 		cfg  publisher.Config
@@ -714,6 +718,8 @@ func TestZeroAllocs(t *testing.T) {
 		{"publish-rate-limited", publisher.Config{RateMessages: 1e6, RateBytes: 1e9}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-with-sink", publisher.Config{Sinks: []publisher.Sink{nopSink{}}, Grace: -1}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
+		{"publish-batch-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.PublishBatch(full); return err }},
+		{"publish-background", publisher.Config{Background: true}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
