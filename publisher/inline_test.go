@@ -33,7 +33,7 @@ func TestFullPacketsSentByCaller(t *testing.T) {
 		// WriteBatch rounds made by the caller.
 		sent, inline uint64
 	}{
-		{"default", publisher.Config{}, full + 1, 3},                      // 4+4+3: the partial one joins the last round
+		{"default", publisher.Config{}, full + 1, 3},                       // 4+4+3: the partial one joins the last round
 		{"linger", publisher.Config{Linger: publisher.MaxLinger}, full, 3}, // 4+4+2: the partial one lingers
 		{"background", publisher.Config{Background: true}, 0, 0},
 	} {

@@ -121,7 +121,10 @@ type Stats struct {
 	// total length.
 	RateWaits    uint64
 	RateWaitTime time.Duration
-	// InlineSends counts the sends made inside Publish (Config.Inline).
+	// InlineSends counts the WriteBatch rounds of data packets made on a
+	// publishing goroutine, inside Publish or PublishBatch (full packets,
+	// and with Config.Inline partly filled ones), instead of by the
+	// sending goroutine.
 	InlineSends uint64
 }
 
@@ -206,8 +209,10 @@ func New(cfg Config) (*Publication, error) {
 }
 
 // Publish publishes a copy of msg and returns its sequence number. The
-// message goes out at once when nothing else is being sent, or with the
-// packets that are. Publish blocks while all QueuePackets buffers are taken
+// message goes out at once when nothing else is being sent (with Linger,
+// once its packet is full or has lingered), or with the packets that are.
+// A Publish that seals a full packet while nothing is being sent sends it
+// before it returns (see the package doc; Config.Background). Publish blocks while all QueuePackets buffers are taken
 // (backpressure) and, with a rate limit, while the rate is over.
 //
 // On an error nothing was published. The error may be one the background
@@ -246,7 +251,9 @@ func (p *Publication) Publish(msg []byte) (wire.Seq, error) {
 }
 
 // PublishBatch publishes copies of msgs with contiguous sequence numbers
-// and returns the first (wire.InvalidSeq for an empty batch). It checks
+// and returns the first (wire.InvalidSeq for an empty batch). The full
+// packets it fills are sent before it returns when nothing else is being
+// sent, as with Publish. It checks
 // every message's size before it publishes any: one that cannot fit fails
 // the whole batch. Without a rate limit the batch is appended at once; with
 // one it is paced message by message, and if Close interrupts it, the error
