@@ -65,8 +65,7 @@ func BenchmarkPublishBatch(b *testing.B) {
 // wake-up), reported as "ns/msg". The publisher's added latency is the
 // difference from "raw", a bare sendmmsg of the same packet. "goroutine"
 // pays a wake-up of the sending goroutine per message; "inline" sends on
-// the publishing goroutine unless the caller is back within a quarter of a
-// send's time (gap 0 can be judged a tight loop).
+// the publishing goroutine.
 func BenchmarkLatency(b *testing.B) {
 	netlab.Require(b)
 	port := uint16(32200)

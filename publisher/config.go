@@ -89,9 +89,11 @@ type Config struct {
 	// when nothing is being sent, instead of waking the sending
 	// goroutine: a message leaves at once without a goroutine wake-up
 	// (see the package doc for measurements), at the cost of a sendmmsg
-	// call inside Publish. A publisher that calls again at once (a tight
-	// loop) or while another's send is in progress (a burst) leaves its
-	// messages to the sending goroutine, which packs them. Default false.
+	// call inside Publish. Messages published while another's send is in
+	// progress (a burst) are left to the sending goroutine, which packs
+	// them; but a single goroutine publishing in a tight loop then sends
+	// one packet per Publish (use PublishBatch, or leave Inline off, to
+	// pack). Default false.
 	Inline bool
 	// Background makes the sending goroutine send every packet: Publish
 	// and PublishBatch then never make a system call; they append and

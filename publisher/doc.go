@@ -111,16 +111,21 @@
 //	Inline             11-17 µs
 //	sending goroutine  23-58 µs
 //
-// A Publish does not send inline in a burst (one arrived while a send was
-// in progress) nor in a tight loop (the caller back within a quarter of a
-// send's time, at most 5 µs, after the last send): sending each message
-// alone would cost one system call per message, so the sending goroutine
-// takes over and packs what piles up meanwhile. A closed loop (publish,
-// wait for the answer, publish the next), where the caller comes back at
-// least one send and one wake-up later, sends every message inline; so
-// does a ping-pong with busy-polling subscribers, where any hand-off to
-// another goroutine would wait for a CPU that the two spinning processes
-// hold.
+// A burst is decided by what happened, not by the clock: messages that
+// other goroutines publish while a send is in progress pile up, and what
+// piled up goes to the sending goroutine, which packs it; the next call
+// after a send that nobody interrupted sends inline again. So a closed
+// loop (publish, wait for the answer, publish the next) sends every
+// message inline, and so does a ping-pong with busy-polling subscribers,
+// where any hand-off to another goroutine would wait for a CPU that the
+// two spinning processes hold. (An earlier rule, inline only when the
+// last send ended longer ago than a send takes, sent 62% of a ping-pong's
+// messages inline: on lo a send includes the receiver's wake-up, about
+// what a round trip leaves between sends. Any rule by time confuses a
+// fast closed loop with a tight loop.) The price: a single goroutine
+// publishing in a tight loop never publishes during its own send, so with
+// Inline it sends one packet per Publish, as a plain UDP socket would;
+// PublishBatch packs, and so does a Publication without Inline.
 //
 // # Linger
 //

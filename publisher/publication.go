@@ -81,7 +81,6 @@ type Publication struct {
 	sentNext wire.Seq // sequence after the last data packet sent
 
 	lastSend atomic.Int64 // monotime.Time of the last packet sent
-	sendCost atomic.Int64 // moving average of a data send's duration, ns
 
 	wake      chan struct{} // capacity 1: wakes the idle sending goroutine
 	closingCh chan struct{} // closed when Close starts: interrupts rate waits
@@ -585,17 +584,17 @@ func (p *Publication) armLocked() {
 }
 
 // dispatchLocked gets freshly appended packets sent. When nothing is being
-// sent and no burst is under way, the caller takes the sending role
-// (inline is then true and the caller must call sendInline) if it sealed
-// whole packets, or with Config.Inline if the publisher is not in a tight
-// loop (see quietLocked). Otherwise a lingering open packet gets its timer,
-// and anything else wakes the sending goroutine.
+// sent and no burst is under way (no Publish came during the last send),
+// the caller takes the sending role (inline is then true and the caller
+// must call sendInline) if it sealed whole packets, or always with
+// Config.Inline. Otherwise a lingering open packet gets its timer, and
+// anything else wakes the sending goroutine.
 func (p *Publication) dispatchLocked() (first, n uint64, inline bool) {
 	if p.sending {
 		p.burst = true
 		return 0, 0, false // the holder looks for more work before it lets go
 	}
-	if !p.burst && (p.inlineFull && p.taken < p.sealed || p.inline && p.quietLocked()) {
+	if !p.burst && (p.inline || p.inlineFull && p.taken < p.sealed) {
 		first, n = p.takeLocked()
 		return first, n, true
 	}
@@ -616,24 +615,6 @@ func (p *Publication) handOffLocked() {
 		p.kickLocked()
 	}
 }
-
-// quietLocked reports whether an open packet may be sent by its publisher
-// (Config.Inline): no send is in progress (checked by the caller) and the
-// publisher is not in a tight loop. A publisher back within a fraction of
-// a send's time after the last send (at most quietMax) is in a tight loop:
-// sending each message alone would cost it one system call per message,
-// so the sending goroutine takes over and packs what piles up meanwhile.
-// A caller in a closed loop (a request, its answer, the next request)
-// comes back at least one send and one wake-up later, and sends inline.
-func (p *Publication) quietLocked() bool {
-	gap := min(time.Duration(p.sendCost.Load())/4, quietMax)
-	return monotime.Since(monotime.Time(p.lastSend.Load())) >= gap
-}
-
-// quietMax bounds the gap after a send within which quietLocked sees a
-// tight loop, so that one slow (preempted) send does not make the next
-// ones look like a burst.
-const quietMax = 5 * time.Microsecond
 
 // takeLocked takes the sending role and up to BatchPackets packets, sealing
 // the open one if there is room for it in the batch.
@@ -734,7 +715,6 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 		next = h.Next()
 	}
 	var badMsgs, badBytes uint64
-	start := monotime.Now()
 	for cnt := int(n); cnt > 0; {
 		sent, err := p.conn.WriteBatch(b, cnt)
 		p.st.writeBatches.Add(1)
@@ -758,9 +738,6 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 		copy(b.Msgs, b.Msgs[skip:cnt])
 		cnt -= skip
 	}
-	wrote := monotime.Now()
-	cost := p.sendCost.Load()
-	p.sendCost.Store(cost + (int64(wrote.Sub(start))-cost)/8)
 	p.sentNext = next
 	p.st.messages.Add(msgs - badMsgs)
 	p.st.bytes.Add(size - badBytes)
