@@ -91,11 +91,12 @@
 // per batch and, worse on a machine with few cores, a third busy thread
 // beside the publisher and its subscribers: at one message per packet
 // (1024-byte messages, 1472-byte packets) on 2 vCPUs mdbus reached
-// 0.64-1.12x the capacity of plain UDP with the sending goroutine and
-// about 1.0-1.2x sending inline (BENCHMARKS.md, issue 12). The price: such
-// a call takes the system call's time (about 10 µs per 1472-byte packet
-// on lo, including the delivery to local subscribers) and Sinks run on the
-// publishing goroutine. Config.Background leaves every send to the sending
+// 0.64-1.16x the capacity of plain UDP with the sending goroutine and
+// 1.10-1.46x sending inline, in five alternating runs each (BENCHMARKS.md,
+// "Publisher sends inline"). The price: such a call takes the system
+// call's time (about 10 µs per 1472-byte packet on lo, including the
+// delivery to local subscribers) and Sinks run on the publishing
+// goroutine. Config.Background leaves every send to the sending
 // goroutine, for callers that must never wait for the kernel and have a
 // core to spare.
 //
