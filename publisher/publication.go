@@ -23,6 +23,7 @@ import (
 type Publication struct {
 	s      settings
 	conn   sock.PacketConn
+	raw    *sock.Conn // the socket under any Wrap, for its GSO counters
 	local  netip.AddrPort
 	q      uint64 // ring size, packets
 	log    *slog.Logger
@@ -125,6 +126,13 @@ type Stats struct {
 	// and with Config.Inline partly filled ones), instead of by the
 	// sending goroutine.
 	InlineSends uint64
+	// GSO reports that packets go as UDP GSO trains: not disabled, the
+	// kernel offers it, and it has not fallen back. GSOTrains counts the
+	// trains sent and GSOPackets the packets they carried; GSOFallbacks
+	// is 1 when the kernel refused GSO and the publication went back to
+	// one packet per sendmmsg slot.
+	GSO                                 bool
+	GSOTrains, GSOPackets, GSOFallbacks uint64
 }
 
 // New opens a Publication as cfg describes and starts its sending
@@ -147,6 +155,7 @@ func New(cfg Config) (*Publication, error) {
 		TTL:         s.TTL,
 		Loopback:    !s.DisableLoopback,
 		WriteBuffer: s.WriteBuffer,
+		GSO:         !s.DisableGSO,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("publisher: socket for %s on %s: %w", s.group, s.Interface, err)
@@ -162,6 +171,7 @@ func New(cfg Config) (*Publication, error) {
 	p := &Publication{
 		s:          s,
 		conn:       conn,
+		raw:        c,
 		local:      c.LocalAddr(),
 		q:          uint64(q),
 		log:        s.Logger,
@@ -202,7 +212,7 @@ func New(cfg Config) (*Publication, error) {
 	p.lastSend.Store(int64(now))
 	p.log.Debug("publisher: open", "group", s.group, "interface", s.Interface, "local", p.local,
 		"session", s.session.String(), "first_seq", s.FirstSeq, "payload_size", s.PayloadSize,
-		"write_buffer_granted", c.WriteBufferGranted)
+		"write_buffer_granted", c.WriteBufferGranted, "gso", c.GSOStats().Active)
 	go p.run()
 	return p, nil
 }
@@ -429,7 +439,12 @@ func (p *Publication) Stats() Stats {
 	p.mu.Lock()
 	published := p.published
 	p.mu.Unlock()
+	gso := p.raw.GSOStats()
 	return Stats{
+		GSO:          gso.Active,
+		GSOTrains:    gso.Trains,
+		GSOPackets:   gso.Segments,
+		GSOFallbacks: gso.Fallbacks,
 		Published:    published,
 		Messages:     p.st.messages.Load(),
 		Packets:      p.st.packets.Load(),

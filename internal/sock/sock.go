@@ -58,6 +58,11 @@ type Config struct {
 	// spinning while the feed is quiet for less than BusyPoll. 0 (the
 	// default) never spins; at most MaxBusyPoll.
 	BusyPoll time.Duration
+	// GSO makes WriteBatch send runs of equal-length datagrams to one
+	// address as UDP GSO trains (UDP_SEGMENT) where the kernel offers it,
+	// and fall back to one datagram per sendmmsg slot for good when it
+	// does not; see the package doc and Conn.GSOStats. Default off.
+	GSO bool
 }
 
 // MaxBusyPoll bounds Config.BusyPoll: Close waits for a spinning
