@@ -92,11 +92,12 @@
 // beside the publisher and its subscribers: at one message per packet
 // (1024-byte messages, 1472-byte packets) on 2 vCPUs mdbus reached
 // 0.64-1.16x the capacity of plain UDP with the sending goroutine and
-// 1.10-1.46x sending inline, in five alternating runs each (BENCHMARKS.md,
-// "Publisher sends inline"). The price: such a call takes the system
-// call's time (about 10 µs per 1472-byte packet on lo, including the
-// delivery to local subscribers) and Sinks run on the publishing
-// goroutine. Config.Background leaves every send to the sending
+// 1.10-1.46x sending inline, in five alternating runs each, and with UDP
+// GSO 1.31-2.09x with the sending goroutine against 1.96-2.97x inline
+// (BENCHMARKS.md, "Publisher sends inline"). The price: such a call takes
+// the system call's time (about 10 µs per 1472-byte packet on lo without
+// GSO, including the delivery to local subscribers) and Sinks run on the
+// publishing goroutine. Config.Background leaves every send to the sending
 // goroutine, for callers that must never wait for the kernel and have a
 // core to spare.
 //
