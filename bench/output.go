@@ -256,8 +256,12 @@ func WriteTable(w io.Writer, r *Report) error {
 				row("  recovery (gap found to repaired)", *l.Recovery)
 			}
 			if cl := l.ClosedLoop; cl != nil {
-				fmt.Fprintf(tw, "  closed loop: %s round trips/s, CPU/wall: pinger %.2f, ponger %.2f; %d timeouts\t\t\t\t\t\t\t\t\t\t\n",
-					count(cl.RoundTripsPerSec), cl.PingCPU, cl.PongCPU, cl.Timeouts)
+				inl := ""
+				if cl.PingInline != nil && cl.PongInline != nil {
+					inl = fmt.Sprintf("; sent inline: pinger %.1f%%, ponger %.1f%%", 100**cl.PingInline, 100**cl.PongInline)
+				}
+				fmt.Fprintf(tw, "  closed loop: %s round trips/s, CPU/wall: pinger %.2f, ponger %.2f; %d timeouts%s\t\t\t\t\t\t\t\t\t\t\n",
+					count(cl.RoundTripsPerSec), cl.PingCPU, cl.PongCPU, cl.Timeouts, inl)
 			}
 			if l.Total.RangeErrors > 0 {
 				fmt.Fprintf(tw, "  %d values outside the histogram's range\t\t\t\t\t\t\t\t\t\t\n", l.Total.RangeErrors)

@@ -34,6 +34,13 @@ type ClosedLoop struct {
 	Timeouts uint64 `json:"timeouts"`
 	// BusyPoll is both ends' busy-poll window, seconds (0: none).
 	BusyPoll float64 `json:"busy_poll_s"`
+	// PingInline and PongInline are the shares of the mdbus pinger's and
+	// ponger's data packets sent inline, on the goroutine that received
+	// the previous message, rather than by the publication's sending
+	// goroutine (publisher.Stats.InlineSends / Packets; 1 is every one).
+	// Absent for raw UDP, which always sends on the receiving goroutine.
+	PingInline *float64 `json:"ping_inline,omitempty"`
+	PongInline *float64 `json:"pong_inline,omitempty"`
 }
 
 // closedLoop sends a ping whenever the previous one's pong arrives (pong,
@@ -126,6 +133,15 @@ func (l *closedLoop) run(ctx context.Context) (interrupted bool) {
 	}
 }
 
+// share returns part/whole, or nil when whole is 0.
+func share(part, whole uint64) *float64 {
+	if whole == 0 {
+		return nil
+	}
+	f := float64(part) / float64(whole)
+	return &f
+}
+
 // pingPong runs c as a closed loop (see PingPong) and adds it to the
 // report.
 func (b *Bench) pingPong(ctx context.Context, c LatencyCase, dur time.Duration, count int64) (LatencyRun, error) {
@@ -187,6 +203,11 @@ func (b *Bench) pingPong(ctx context.Context, c LatencyCase, dur time.Duration, 
 	drainWait(drainCtx, []<-chan struct{}{sub.ended()})
 	res, serr := sub.stop(loop.seq)
 	pres, perr := pong.stop(loop.seq)
+	if ms, ok := snd.(*mdbusSender); ok {
+		st := ms.pub.Stats()
+		run.ClosedLoop.PingInline = share(st.InlineSends, st.Packets)
+		run.ClosedLoop.PongInline = share(pres.InlineSends, pres.Packets)
+	}
 
 	run.Sent, run.Received = loop.measured, res.Measured
 	if run.Sent > run.Received {

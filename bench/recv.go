@@ -406,6 +406,10 @@ wait:
 	if pong != nil {
 		cerr = pong.close()
 		res.Messages = pong.echoed()
+		if mp, ok := pong.(*mdbusPonger); ok {
+			st := mp.pub.Stats()
+			res.Packets, res.InlineSends = st.Packets, st.InlineSends
+		}
 	} else {
 		cerr = r.close()
 		sk.tail(sent)

@@ -171,7 +171,11 @@ type SubResult struct {
 	// WallSeconds that span.
 	CPUSeconds  float64 `json:"cpu_s,omitempty"`
 	WallSeconds float64 `json:"wall_s,omitempty"`
-	Error       string  `json:"error,omitempty"`
+	// InlineSends and Packets: an mdbus ponger's publication's data
+	// packets sent, and how many of them were sent inline
+	// (publisher.Stats).
+	InlineSends uint64 `json:"inline_sends,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // LatencyRun is one latency measurement.

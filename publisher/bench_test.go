@@ -65,7 +65,7 @@ func BenchmarkPublishBatch(b *testing.B) {
 // wake-up), reported as "ns/msg". The publisher's added latency is the
 // difference from "raw", a bare sendmmsg of the same packet. "goroutine"
 // pays a wake-up of the sending goroutine per message; "inline" sends on
-// the publishing goroutine when the pause exceeds one send's time.
+// the publishing goroutine.
 func BenchmarkLatency(b *testing.B) {
 	netlab.Require(b)
 	port := uint16(32200)

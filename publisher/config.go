@@ -21,8 +21,9 @@ import (
 // repair the hole. Heartbeats and the end of session are not offered.
 //
 // SentPacket is called on the goroutine that sent the packet: the
-// publication's sending goroutine, or with Config.Inline the goroutine that
-// called Publish. pkt is the whole MoldUDP64 packet (header included) and is
+// publication's sending goroutine, or the goroutine that called Publish or
+// PublishBatch when that call sent inline (see Config.Background and
+// Config.Inline). pkt is the whole MoldUDP64 packet (header included) and is
 // valid only during the call: a Sink that keeps it must copy it. SentPacket
 // must not call back into the Publication and should return quickly, since
 // the next packets wait for it.
@@ -83,14 +84,27 @@ type Config struct {
 	// 1024, lowered for large payload sizes so the ring stays within
 	// 16 MiB (but at least 16 packets).
 	QueuePackets int
-	// Inline lets Publish send on the caller's goroutine when nothing is
-	// being sent, instead of waking the sending goroutine. It saves the
-	// goroutine wake-up (see the package doc for measurements) at the cost
-	// of a sendmmsg call inside Publish, and of packing: a single
-	// publishing goroutine then sends one packet per Publish unless the
-	// previous send is still running. Sinks are then also called on
-	// publishing goroutines. Default false.
+	// Inline lets Publish send a partly filled packet on the caller's
+	// goroutine too (full packets are sent there anyway, see Background)
+	// when nothing is being sent, instead of waking the sending
+	// goroutine: a message leaves at once without a goroutine wake-up
+	// (see the package doc for measurements), at the cost of a sendmmsg
+	// call inside Publish. Messages published while another's send is in
+	// progress (a burst) are left to the sending goroutine, which packs
+	// them; but a single goroutine publishing in a tight loop then sends
+	// one packet per Publish (use PublishBatch, or leave Inline off, to
+	// pack). Default false.
 	Inline bool
+	// Background makes the sending goroutine send every packet: Publish
+	// and PublishBatch then never make a system call; they append and
+	// wake the goroutine. By default a Publish or PublishBatch that fills
+	// whole packets while nothing is being sent sends them itself, which
+	// spares the wake-up and, on a machine with few cores, a third busy
+	// thread beside the publisher and its subscribers (see the package
+	// doc). Background suits a caller that must never wait for the
+	// kernel and has a core to spare for the sending goroutine. It
+	// cannot be combined with Inline. Default false.
+	Background bool
 	// Linger is how long a partly filled packet may wait for more
 	// messages before the sending goroutine sends it. Zero (the default)
 	// sends whatever is pending as soon as the sender is free: the lowest
@@ -249,6 +263,8 @@ func (c Config) withDefaults() (settings, error) {
 		return s, fmt.Errorf("%w: Linger %v out of range 0..%v", ErrConfig, s.Linger, MaxLinger)
 	case s.Linger > 0 && s.Inline:
 		return s, fmt.Errorf("%w: Linger and Inline cannot be combined (Inline sends each Publish at once; Linger waits to fill packets)", ErrConfig)
+	case s.Background && s.Inline:
+		return s, fmt.Errorf("%w: Background and Inline cannot be combined (Background leaves every send to the sending goroutine; Inline sends in Publish)", ErrConfig)
 	}
 	if s.WriteBuffer == 0 {
 		s.WriteBuffer = DefaultWriteBuffer

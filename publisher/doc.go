@@ -41,19 +41,36 @@
 // # How messages travel
 //
 // Publish appends the message to the open packet in a ring of QueuePackets
-// preallocated buffers (wire.Encoder) under a mutex and, if the sending
-// goroutine is idle, wakes it through a capacity-1 channel. The sender takes
-// every sealed packet and the open one (sealing it), hands them to the
-// kernel with one sendmmsg (up to BatchPackets), offers each to the Sinks,
-// frees the buffers and looks again:
+// preallocated buffers (wire.Encoder) under a mutex; a packet that cannot
+// take another message is sealed. Whoever holds the sending role (one
+// goroutine at a time) hands pending packets to the kernel with one
+// sendmmsg (up to BatchPackets), offers each to the Sinks and frees the
+// buffers:
 //
-//	Publish ──append──▶ [ ring: in flight | sealed | open ] ──take all──▶ sender ──sendmmsg──▶ group
-//	   │                                                      ▲    │
-//	   └──── wake (only if idle) ─────────────────────────────┘    └──▶ Sinks (cache, journal)
+//	Publish ──append──▶ [ ring: in flight | sealed | open ] ──take──▶ sendmmsg ──▶ group
+//	   │                                                        ▲          └──▶ Sinks
+//	   ├── full packets, role free: the caller sends them ───────┤
+//	   └── else wake (only if idle) ──▶ sending goroutine ───────┘
 //
-// This is group commit, as in pebble's LogWriter flusher: there is no timer
-// and no minimum fill. At a low rate each message leaves alone, at once; at
-// a high rate messages pile up while a send is under way, so packets fill
+// Who sends:
+//
+//   - the caller itself, when it sealed whole packets and nothing is being
+//     sent (or, with Config.Inline, for a partly filled packet too): it
+//     takes the sending role and sends on its own goroutine, including
+//     the open packet unless that may linger;
+//   - otherwise the sending goroutine, which the caller wakes through a
+//     capacity-1 channel if it is idle, and which takes every sealed
+//     packet and the open one (sealing it);
+//   - nobody yet, when the only pending packet is a lingering one
+//     (Config.Linger): the caller arms a timer, and the sending goroutine
+//     sends the packet when it fires, unless it filled first.
+//
+// A Publish that arrives while a send is in progress only appends: the
+// holder of the role looks for more work before it lets go, and what piled
+// up meanwhile (a burst) goes to the sending goroutine, not to the next
+// caller. This is group commit, as in pebble's LogWriter flusher: there is
+// no minimum fill. At a low rate each message leaves alone, at once; at a
+// high rate messages pile up while a send is under way, so packets fill
 // and go out many per system call. When every buffer is taken, Publish
 // blocks (backpressure) rather than dropping or growing.
 //
@@ -65,37 +82,67 @@
 // retransmit server fed by the Sinks to be up while it asks, so close that
 // server after the Publication.
 //
+// # Full packets leave with the call that filled them
+//
+// By default a Publish or PublishBatch that seals whole packets while the
+// sending role is free sends them itself, all of them (in rounds of
+// BatchPackets) unless another publisher comes meanwhile. Waking the
+// sending goroutine instead costs a goroutine (and often a thread) wake-up
+// per batch and, worse on a machine with few cores, a third busy thread
+// beside the publisher and its subscribers: at one message per packet
+// (1024-byte messages, 1472-byte packets) on 2 vCPUs mdbus reached
+// 0.64-1.16x the capacity of plain UDP with the sending goroutine and
+// 1.10-1.46x sending inline, in five alternating runs each, and with UDP
+// GSO 1.31-2.09x with the sending goroutine against 1.96-2.97x inline
+// (BENCHMARKS.md, "Publisher sends inline"). The price: such a call takes
+// the system call's time (about 10 µs per 1472-byte packet on lo without
+// GSO, including the delivery to local subscribers) and Sinks run on the
+// publishing goroutine. Config.Background leaves every send to the sending
+// goroutine, for callers that must never wait for the kernel and have a
+// core to spare.
+//
 // # Inline sends
 //
-// Waking the sending goroutine costs a goroutine (and often a thread)
-// wake-up. With Config.Inline, a Publish that finds the sender idle and the
-// publication quiet (the last send ended longer ago than a send takes)
-// sends on its own goroutine instead. Measured on the lab's loopback, one
-// 64-byte message every 50 µs, from Publish until a receiver on the host
-// has it (BenchmarkLatency, 2 shared vCPUs, noisy):
+// Config.Inline sends a partly filled packet on the caller's goroutine
+// too: a lone message leaves at once without a goroutine wake-up. Measured
+// on the lab's loopback, one 64-byte message every 50 µs, from Publish
+// until a receiver on the host has it (BenchmarkLatency, 2 shared vCPUs,
+// noisy):
 //
 //	bare sendmmsg      10-27 µs
 //	Inline             11-17 µs
 //	sending goroutine  23-58 µs
 //
-// The price: such a Publish takes a system call's time (about 10 µs here
-// instead of about 130 ns) and Sinks run on the publishing goroutine. In a
-// burst (a publisher back within one send's time) Publish does not send
-// inline, so packing and throughput stay as without Inline.
+// A burst is decided by what happened, not by the clock: messages that
+// other goroutines publish while a send is in progress pile up, and what
+// piled up goes to the sending goroutine, which packs it; the next call
+// after a send that nobody interrupted sends inline again. So a closed
+// loop (publish, wait for the answer, publish the next) sends every
+// message inline, and so does a ping-pong with busy-polling subscribers,
+// where any hand-off to another goroutine would wait for a CPU that the
+// two spinning processes hold. (An earlier rule, inline only when the
+// last send ended longer ago than a send takes, sent 62% of a ping-pong's
+// messages inline: on lo a send includes the receiver's wake-up, about
+// what a round trip leaves between sends. Any rule by time confuses a
+// fast closed loop with a tight loop.) The price: a single goroutine
+// publishing in a tight loop never publishes during its own send, so with
+// Inline it sends one packet per Publish, as a plain UDP socket would;
+// PublishBatch packs, and so does a Publication without Inline.
 //
 // # Linger
 //
 // The opposite trade. Sending what is pending as soon as the sender is free
 // keeps latency low, but a publisher only a little ahead of its sender then
 // sends many small packets, and each costs the kernel and every subscriber
-// about as much as a full one. With Config.Linger, the sending goroutine
-// leaves a partly filled packet open until it fills or its first message
-// has waited Linger; full packets, Flush and Close never wait. One timer
-// per open packet, armed by the sending goroutine, and no wake-up per
-// Publish. Measured in the lab at 4M 64-byte msgs/s offered in bursts of
-// 256 (mdbus bench throughput): 18.4 messages per 1472-byte packet without
-// Linger, 22.0 (full) with 500 µs; 36 and 134 per 8972-byte packet; the
-// fewer packets took the subscriber from kernel drops to none.
+// about as much as a full one. With Config.Linger, a partly filled packet
+// stays open until it fills or its first message has waited Linger; full
+// packets, Flush and Close never wait. One timer per open packet, armed by
+// whoever leaves the packet open (the publisher, without waking the
+// sending goroutine), which wakes the sending goroutine only if it fires.
+// Measured in the lab at 4M 64-byte msgs/s offered in bursts of 256 (mdbus
+// bench throughput): 18.4 messages per 1472-byte packet without Linger,
+// 22.0 (full) with 500 µs; 36 and 134 per 8972-byte packet; the fewer
+// packets took the subscriber from kernel drops to none.
 //
 // # UDP GSO
 //
@@ -159,7 +206,8 @@
 //
 // A Publication is safe for concurrent use. Concurrent Publish calls are
 // serialized; each returns its own sequence, and a PublishBatch's
-// sequences are contiguous. Sinks are called by one goroutine at a time.
+// sequences are contiguous. Sinks are called by one goroutine at a time
+// (the holder of the sending role).
 // Close stops the sending goroutine and waits for it; a second Close waits
 // for the first and returns ErrClosed, as other calls afterwards do.
 //

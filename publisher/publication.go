@@ -28,6 +28,9 @@ type Publication struct {
 	q      uint64 // ring size, packets
 	log    *slog.Logger
 	inline bool
+	// inlineFull lets a publisher that sealed whole packets send them
+	// (not Config.Background).
+	inlineFull bool
 
 	// pubMu orders publishers. A Publish or PublishBatch holds it while
 	// it waits for the rate limit or a free buffer and while it appends,
@@ -52,7 +55,8 @@ type Publication struct {
 	pkts      [][]byte // sealed packets: pkts[k%q] is packet k
 	open      bool
 	openedAt  monotime.Time // when the open packet got its first message (with Linger)
-	armed     bool          // the idle sending goroutine's timer covers the open packet (with Linger)
+	armed     bool          // lingerT is set for the open packet (with Linger)
+	lingerT   *time.Timer   // fires when the open packet has lingered long enough; nil without Linger
 	sealed    uint64
 	taken     uint64
 	done      uint64
@@ -60,7 +64,11 @@ type Publication struct {
 	published uint64
 	// sending is the sending role: whoever set it owns batch, ctl,
 	// sentNext and packets [done, taken), and calls the Sinks.
-	sending  bool
+	sending bool
+	// burst is set when a Publish arrives while a send is in progress and
+	// cleared when the next send starts: what piled up meanwhile is the
+	// sending goroutine's, not the next caller's.
+	burst    bool
 	idle     bool // the sending goroutine waits on wake
 	blocked  bool // a publisher waits on space
 	closing  bool // Close was called: no new Publish
@@ -74,7 +82,6 @@ type Publication struct {
 	sentNext wire.Seq // sequence after the last data packet sent
 
 	lastSend atomic.Int64 // monotime.Time of the last packet sent
-	sendCost atomic.Int64 // moving average of a data send's duration, ns
 
 	wake      chan struct{} // capacity 1: wakes the idle sending goroutine
 	closingCh chan struct{} // closed when Close starts: interrupts rate waits
@@ -114,7 +121,10 @@ type Stats struct {
 	// total length.
 	RateWaits    uint64
 	RateWaitTime time.Duration
-	// InlineSends counts the sends made inside Publish (Config.Inline).
+	// InlineSends counts the WriteBatch rounds of data packets made on a
+	// publishing goroutine, inside Publish or PublishBatch (full packets,
+	// and with Config.Inline partly filled ones), instead of by the
+	// sending goroutine.
 	InlineSends uint64
 	// GSO reports that packets go as UDP GSO trains: not disabled, the
 	// kernel offers it, and it has not fallen back. GSOTrains counts the
@@ -159,23 +169,24 @@ func New(cfg Config) (*Publication, error) {
 	}
 	q := s.QueuePackets
 	p := &Publication{
-		s:         s,
-		conn:      conn,
-		raw:       c,
-		local:     c.LocalAddr(),
-		q:         uint64(q),
-		log:       s.Logger,
-		inline:    s.Inline,
-		bufs:      make([][]byte, q),
-		pkts:      make([][]byte, q),
-		next:      s.FirstSeq,
-		sentNext:  s.FirstSeq,
-		batch:     sock.NewBatch(s.BatchPackets, 0),
-		ctl:       make([]byte, 0, wire.HeaderLen),
-		wake:      make(chan struct{}, 1),
-		closingCh: make(chan struct{}),
-		exited:    make(chan struct{}),
-		closeDone: make(chan struct{}),
+		s:          s,
+		conn:       conn,
+		raw:        c,
+		local:      c.LocalAddr(),
+		q:          uint64(q),
+		log:        s.Logger,
+		inline:     s.Inline,
+		inlineFull: !s.Background,
+		bufs:       make([][]byte, q),
+		pkts:       make([][]byte, q),
+		next:       s.FirstSeq,
+		sentNext:   s.FirstSeq,
+		batch:      sock.NewBatch(s.BatchPackets, 0),
+		ctl:        make([]byte, 0, wire.HeaderLen),
+		wake:       make(chan struct{}, 1),
+		closingCh:  make(chan struct{}),
+		exited:     make(chan struct{}),
+		closeDone:  make(chan struct{}),
 	}
 	p.space.L = &p.mu
 	backing := make([]byte, q*s.PayloadSize)
@@ -194,6 +205,10 @@ func New(cfg Config) (*Publication, error) {
 		p.rateTimer = time.NewTimer(time.Hour)
 		p.rateTimer.Stop()
 	}
+	if s.Linger > 0 {
+		p.lingerT = time.NewTimer(time.Hour)
+		p.lingerT.Stop()
+	}
 	p.lastSend.Store(int64(now))
 	p.log.Debug("publisher: open", "group", s.group, "interface", s.Interface, "local", p.local,
 		"session", s.session.String(), "first_seq", s.FirstSeq, "payload_size", s.PayloadSize,
@@ -203,8 +218,10 @@ func New(cfg Config) (*Publication, error) {
 }
 
 // Publish publishes a copy of msg and returns its sequence number. The
-// message goes out at once when nothing else is being sent, or with the
-// packets that are. Publish blocks while all QueuePackets buffers are taken
+// message goes out at once when nothing else is being sent (with Linger,
+// once its packet is full or has lingered), or with the packets that are.
+// A Publish that seals a full packet while nothing is being sent sends it
+// before it returns (see the package doc; Config.Background). Publish blocks while all QueuePackets buffers are taken
 // (backpressure) and, with a rate limit, while the rate is over.
 //
 // On an error nothing was published. The error may be one the background
@@ -243,7 +260,9 @@ func (p *Publication) Publish(msg []byte) (wire.Seq, error) {
 }
 
 // PublishBatch publishes copies of msgs with contiguous sequence numbers
-// and returns the first (wire.InvalidSeq for an empty batch). It checks
+// and returns the first (wire.InvalidSeq for an empty batch). The full
+// packets it fills are sent before it returns when nothing else is being
+// sent, as with Publish. It checks
 // every message's size before it publishes any: one that cannot fit fails
 // the whole batch. Without a rate limit the batch is appended at once; with
 // one it is paced message by message, and if Close interrupts it, the error
@@ -255,14 +274,15 @@ func (p *Publication) PublishBatch(msgs [][]byte) (wire.Seq, error) {
 		}
 	}
 	p.pubMu.Lock()
-	defer p.pubMu.Unlock()
 	p.mu.Lock()
 	if err := p.checkLocked(); err != nil {
 		p.mu.Unlock()
+		p.pubMu.Unlock()
 		return wire.InvalidSeq, err
 	}
 	if len(msgs) == 0 {
 		p.mu.Unlock()
+		p.pubMu.Unlock()
 		return wire.InvalidSeq, nil
 	}
 	if !p.limited {
@@ -276,12 +296,14 @@ func (p *Publication) PublishBatch(msgs [][]byte) (wire.Seq, error) {
 		p.published += uint64(len(msgs))
 		k, n, inline := p.dispatchLocked()
 		p.mu.Unlock()
+		p.pubMu.Unlock() // the next publisher appends while this one sends
 		if inline {
 			p.sendInline(k, n)
 		}
 		return first, nil
 	}
 	p.mu.Unlock()
+	defer p.pubMu.Unlock()
 	var first wire.Seq
 	for i, m := range msgs {
 		if err := p.rateWait(len(m)); err != nil {
@@ -518,6 +540,9 @@ func (p *Publication) appendLocked(msg []byte) (seq wire.Seq, newPkt bool) {
 	}
 	seq = p.next
 	p.next++
+	if !p.enc.Fits(0) {
+		p.sealLocked() // full: it need not wait for the next message to find out
+	}
 	return seq, newPkt
 }
 
@@ -527,8 +552,6 @@ func (p *Publication) sealLocked() {
 	p.open = false
 	p.armed = false
 }
-
-func (p *Publication) hasWorkLocked() bool { return p.open || p.taken < p.sealed }
 
 // lingerLocked returns how much longer the open packet may wait for more
 // messages: 0 when it is to be sent now (no Linger, or it waited long
@@ -558,31 +581,54 @@ func (p *Publication) kickLocked() {
 	}
 }
 
-// dispatchLocked gets freshly appended packets sent: with Config.Inline it
-// takes the sending role for the caller when it is free (inline is then
-// true and the caller must call sendInline), else it wakes the sending
-// goroutine.
+// armLocked makes sure the open packet leaves when it has lingered long
+// enough: it sets the linger timer (which wakes the sending goroutine when
+// it fires) unless it is set for this packet already, or wakes the sending
+// goroutine at once when the packet is due. Any goroutine holding mu may
+// call it: a publisher arms the timer itself instead of waking the sending
+// goroutine to do it. Called only with Linger, with an open packet.
+func (p *Publication) armLocked() {
+	w := p.lingerLocked()
+	switch {
+	case w == 0:
+		p.kickLocked()
+	case !p.armed:
+		p.armed = true
+		p.lingerT.Reset(w)
+	}
+}
+
+// dispatchLocked gets freshly appended packets sent. When nothing is being
+// sent and no burst is under way (no Publish came during the last send),
+// the caller takes the sending role (inline is then true and the caller
+// must call sendInline) if it sealed whole packets, or always with
+// Config.Inline. Otherwise a lingering open packet gets its timer, and
+// anything else wakes the sending goroutine.
 func (p *Publication) dispatchLocked() (first, n uint64, inline bool) {
 	if p.sending {
+		p.burst = true
 		return 0, 0, false // the holder looks for more work before it lets go
 	}
-	if p.inline && p.quietLocked() {
+	if !p.burst && (p.inline || p.inlineFull && p.taken < p.sealed) {
 		first, n = p.takeLocked()
 		return first, n, true
 	}
-	if p.s.Linger > 0 && p.taken == p.sealed && p.armed {
-		return 0, 0, false // the sender's timer already covers the open packet
-	}
-	p.kickLocked()
+	p.handOffLocked()
 	return 0, 0, false
 }
 
-// quietLocked reports whether the last send ended longer ago than a send
-// takes: then the publisher is not in a burst, and an inline send costs
-// the caller one send. In a burst (a caller back within one send's time),
-// the sending goroutine takes over and packs what piles up meanwhile.
-func (p *Publication) quietLocked() bool {
-	return monotime.Since(monotime.Time(p.lastSend.Load())) > time.Duration(p.sendCost.Load())
+// handOffLocked leaves what is pending to the sending goroutine: it wakes
+// the goroutine for packets to send now, and arms the linger timer for an
+// open packet that may wait. Called without the sending role.
+func (p *Publication) handOffLocked() {
+	switch {
+	case p.quitting || p.taken < p.sealed:
+		p.kickLocked()
+	case p.open && p.s.Linger > 0:
+		p.armLocked()
+	case p.open:
+		p.kickLocked()
+	}
 }
 
 // takeLocked takes the sending role and up to BatchPackets packets, sealing
@@ -596,11 +642,13 @@ func (p *Publication) takeLocked() (first, n uint64) {
 	n = min(p.sealed-p.taken, limit)
 	p.taken += n
 	p.sending = true
+	p.burst = false
 	return first, n
 }
 
 // finishLocked gives back the sending role after packets [done, done+n)
-// were sent, bad of them refused, freeing their buffers.
+// were sent, bad of them refused, freeing their buffers. The caller then
+// decides who sends what is pending.
 func (p *Publication) finishLocked(n, bad uint64, err error) {
 	p.done += n
 	p.sending = false
@@ -613,9 +661,6 @@ func (p *Publication) finishLocked(n, bad uint64, err error) {
 	if p.progress != nil {
 		close(p.progress)
 		p.progress = nil
-	}
-	if p.hasWorkLocked() || p.quitting {
-		p.kickLocked()
 	}
 }
 
@@ -636,11 +681,23 @@ func (p *Publication) latchControlLocked(err error) {
 	}
 }
 
+// sendInline sends packets [first, first+n), taken by dispatchLocked, on
+// the publishing goroutine, and goes on with the publisher's own further
+// full packets (a PublishBatch longer than BatchPackets) unless another
+// publisher came meanwhile. What is left goes to the sending goroutine.
 func (p *Publication) sendInline(first, n uint64) {
-	p.st.inlineSends.Add(1)
-	bad, err := p.sendData(first, n)
-	p.mu.Lock()
-	p.finishLocked(n, bad, err)
+	for {
+		p.st.inlineSends.Add(1)
+		bad, err := p.sendData(first, n)
+		p.mu.Lock()
+		p.finishLocked(n, bad, err)
+		if p.burst || p.quitting || p.taken == p.sealed {
+			break
+		}
+		first, n = p.takeLocked()
+		p.mu.Unlock()
+	}
+	p.handOffLocked()
 	p.mu.Unlock()
 }
 
@@ -673,7 +730,6 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 		next = h.Next()
 	}
 	var badMsgs, badBytes uint64
-	start := monotime.Now()
 	for cnt := int(n); cnt > 0; {
 		sent, err := p.conn.WriteBatch(b, cnt)
 		p.st.writeBatches.Add(1)
@@ -697,9 +753,6 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 		copy(b.Msgs, b.Msgs[skip:cnt])
 		cnt -= skip
 	}
-	wrote := monotime.Now()
-	cost := p.sendCost.Load()
-	p.sendCost.Store(cost + (int64(wrote.Sub(start))-cost)/8)
 	p.sentNext = next
 	p.st.messages.Add(msgs - badMsgs)
 	p.st.bytes.Add(size - badBytes)
@@ -741,16 +794,23 @@ func (p *Publication) sendControl(pkt []byte) error {
 	return nil
 }
 
-// run is the sending goroutine: it sends what publishers leave pending,
-// heartbeats when idle, and the end of session when Close asks it to quit.
+// run is the sending goroutine: it sends what publishers leave pending
+// (bursts that pile up while a send is in progress, packets that lingered,
+// and with Background everything), heartbeats when idle, and the end of
+// session when Close asks it to quit.
 func (p *Publication) run() {
 	defer close(p.exited)
 	hb := p.s.HeartbeatInterval
 	var timer *time.Timer
-	if hb > 0 || p.s.Linger > 0 {
+	if hb > 0 {
 		timer = time.NewTimer(time.Hour)
 		timer.Stop()
 		defer timer.Stop()
+	}
+	var lingered <-chan time.Time
+	if p.lingerT != nil {
+		lingered = p.lingerT.C
+		defer p.lingerT.Stop()
 	}
 	p.mu.Lock()
 	for {
@@ -770,9 +830,8 @@ func (p *Publication) run() {
 			return
 		}
 		var tick <-chan time.Time
-		d := time.Duration(-1) // how long to wait: -1 for no timeout
 		if hb > 0 && !p.quitting {
-			d = hb - monotime.Since(monotime.Time(p.lastSend.Load()))
+			d := hb - monotime.Since(monotime.Time(p.lastSend.Load()))
 			if d <= 0 && !p.sending {
 				p.controlLocked(wire.AppendHeartbeat, &p.st.heartbeats)
 				continue
@@ -780,22 +839,18 @@ func (p *Publication) run() {
 			if d <= 0 { // another goroutine is sending: look again later
 				d = hb
 			}
-		}
-		if w := p.lingerLocked(); w > 0 && !p.sending {
-			p.armed = true
-			if d < 0 || w < d {
-				d = w
-			}
-		}
-		if d >= 0 {
 			timer.Reset(d)
 			tick = timer.C
+		}
+		if p.open && !p.sending && p.s.Linger > 0 {
+			p.armLocked() // not due, or it would have been sent above
 		}
 		p.idle = true
 		p.mu.Unlock()
 		select {
 		case <-p.wake:
 		case <-tick:
+		case <-lingered:
 		}
 		p.mu.Lock()
 	}

@@ -104,7 +104,7 @@ func TestPacksFullPackets(t *testing.T) {
 // TestPacksUnderLoad publishes in a tight loop from one goroutine: the
 // sending goroutine then finds many messages pending each time it wakes
 // (group commit), so packets carry many messages and go out several per
-// WriteBatch.
+// WriteBatch. With Inline each message leaves alone, inside its Publish.
 func TestPacksUnderLoad(t *testing.T) {
 	netlab.Require(t)
 	for i, mode := range modes {
@@ -137,6 +137,13 @@ func packsUnderLoad(t *testing.T, port uint16, inline bool) {
 	st := p.Stats()
 	t.Logf("%d messages: %d packets (%.1f messages/packet), %d WriteBatch calls (%.1f packets/call)",
 		n, st.Packets, float64(n)/float64(st.Packets), st.WriteBatches, float64(st.Packets)/float64(st.WriteBatches))
+	if inline {
+		// One goroutine never publishes during its own send: with
+		// Inline every message leaves at once, alone (as documented).
+		require.EqualValues(t, n, st.Packets)
+		require.EqualValues(t, n, st.InlineSends)
+		return
+	}
 	// Typically 20-30 messages per packet; the bound is loose for slow
 	// (race-enabled, loaded) runs.
 	require.Less(t, st.Packets*2, uint64(n), "at a high rate packets carry many messages")
@@ -548,6 +555,11 @@ func TestConcurrentPublishers(t *testing.T) {
 					require.Equal(t, makeMsg(wire.Seq(k), byte(w), 20+k%50), msgs[seq-1])
 				}
 			}
+			// Publishers that come during a send leave their messages
+			// to the sending goroutine, which packs them, Inline or not.
+			st := p.Stats()
+			t.Logf("%d messages in %d packets, %d sent inline", writers*each, st.Packets, st.InlineSends)
+			require.Less(t, st.Packets*2, uint64(writers*each), "concurrent publishers' messages share packets")
 		})
 	}
 }
@@ -703,6 +715,10 @@ func TestZeroAllocs(t *testing.T) {
 	netlab.Require(t)
 	msg64 := make([]byte, 64)
 	batch := [][]byte{msg64, msg64, msg64}
+	full := make([][]byte, 50) // two full packets and a lingering one: sent inline, the timer armed by the caller
+	for i := range full {
+		full[i] = msg64
+	}
 	for i, tc := range []struct {
 		name string
 		cfg  publisher.Config
@@ -714,6 +730,8 @@ func TestZeroAllocs(t *testing.T) {
 		{"publish-rate-limited", publisher.Config{RateMessages: 1e6, RateBytes: 1e9}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-with-sink", publisher.Config{Sinks: []publisher.Sink{nopSink{}}, Grace: -1}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
+		{"publish-batch-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.PublishBatch(full); return err }},
+		{"publish-background", publisher.Config{Background: true}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
