@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,10 +54,29 @@ func tailRun(t *testing.T, run, n int, rate float64, grace time.Duration) (lost 
 		}
 	}()
 	c := newChecker(fmt.Sprintf("run%d", run), n)
+	// When each loss was declared, against the end of session and the
+	// server's exit: a loss given up while the server still answered is
+	// the subscriber's doing, one after it exited the tail's.
+	var mu sync.Mutex
+	var losses []string
+	var pubClosing, srvGone time.Time
 	sub, err := subscriber.New(subscriber.Config{
 		Group: group, Interface: netlab.VethB, StartSeq: 1, Retransmitter: srv.Addr(),
 		Wrap:      impair.Receiver(impair.Config{Loss: 0.03, Seed: uint64(1000 + run)}),
 		OnMessage: c.onMessage,
+		OnLoss: func(l subscriber.Loss) {
+			now := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			at := "before Close"
+			switch {
+			case !srvGone.IsZero():
+				at = fmt.Sprintf("%v after the server exited", now.Sub(srvGone).Round(time.Millisecond))
+			case !pubClosing.IsZero():
+				at = fmt.Sprintf("%v after Close began, the server still up", now.Sub(pubClosing).Round(time.Millisecond))
+			}
+			losses = append(losses, fmt.Sprintf("[%d,%d) %s", l.From, l.To, at))
+		},
 	})
 	require.NoError(t, err)
 	defer sub.Close()
@@ -66,9 +86,15 @@ func tailRun(t *testing.T, run, n int, rate float64, grace time.Duration) (lost 
 	})
 	require.NoError(t, err)
 	sum := publishRandom(t, pub, n, uint64(run), 1, 200)
+	mu.Lock()
+	pubClosing = time.Now()
+	mu.Unlock()
 	require.NoError(t, pub.Close()) // the end of session, then the grace
 	require.NoError(t, srv.Close()) // the process exits
 	srvClosed = true
+	mu.Lock()
+	srvGone = time.Now()
+	mu.Unlock()
 	// Nothing can be repaired any more: what is not delivered within a
 	// NAK deadline is lost.
 	select {
@@ -77,6 +103,11 @@ func tailRun(t *testing.T, run, n int, rate float64, grace time.Duration) (lost 
 	}
 	st = sub.Stats()
 	lost = n - int(c.Delivered())
+	mu.Lock()
+	if len(losses) > 0 {
+		t.Logf("run %d: losses declared: %v (server: %+v)", run, losses, srv.Stats())
+	}
+	mu.Unlock()
 	if lost == 0 {
 		c.verify(t, pub.Session(), sum, n, 1)
 	}
