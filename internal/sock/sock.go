@@ -58,6 +58,13 @@ type Config struct {
 	// spinning while the feed is quiet for less than BusyPoll. 0 (the
 	// default) never spins; at most MaxBusyPoll.
 	BusyPoll time.Duration
+	// GRO turns on UDP_GRO for receiving: the kernel may hand over a
+	// train of equal-size datagrams of one flow in one read, and
+	// ReadBatch splits it back into one Message per datagram. Where the
+	// kernel refuses UDP_GRO, the socket reads plain (Conn.GRO reports
+	// which). It costs 512 KiB of receive slots per socket. See "UDP GRO"
+	// in the package documentation.
+	GRO bool
 }
 
 // MaxBusyPoll bounds Config.BusyPoll: Close waits for a spinning
