@@ -72,8 +72,10 @@ type Settings struct {
 	Interval    float64 `json:"interval_s"`
 	Timestamps  bool    `json:"kernel_timestamps"`
 	// InlineThroughput: the mdbus throughput publisher sent inline.
-	InlineThroughput bool   `json:"inline_throughput,omitempty"`
-	Seed             uint64 `json:"seed"`
+	InlineThroughput bool `json:"inline_throughput,omitempty"`
+	// NoGRO: the mdbus subscribers read without UDP_GRO.
+	NoGRO bool   `json:"no_gro,omitempty"`
+	Seed  uint64 `json:"seed"`
 }
 
 // ThroughputRun is one throughput measurement: one publisher, N

@@ -51,6 +51,7 @@ func New(cfg Config) (*Bench, error) {
 			ReadBuffer: s.ReadBuffer, WriteBuffer: s.WriteBuffer, Duration: s.Duration.Seconds(),
 			Count: s.Count, Warmup: s.Warmup.Seconds(), Interval: s.Interval.Seconds(),
 			Timestamps: s.Timestamps, Seed: s.Seed, InlineThroughput: s.InlineThroughput,
+			NoGRO: s.NoGRO,
 		},
 	}
 	return b, nil
