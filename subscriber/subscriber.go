@@ -536,6 +536,9 @@ func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.A
 		conn.Close()
 		return nil, 0, fmt.Errorf("subscriber: %w", err)
 	}
+	if gro && !conn.GRO() {
+		cfg.Logger.Info("subscriber: the kernel refused UDP_GRO (Linux 5.0+); the feed socket reads plain", "group", g)
+	}
 	granted := conn.ReadBufferGranted
 	if granted < 2*cfg.ReadBuffer {
 		cfg.Logger.Warn("subscriber: the kernel capped the receive buffer; raise net.core.rmem_max to get the requested size",

@@ -6,7 +6,11 @@
 // datagrams per call (-mode mmsg) or one sendmsg carrying -segs segments
 // (-mode gso), and receivers with or without UDP_GRO (-gro). It prints
 // datagrams sent and received per second and the process's CPU per
-// datagram. It refuses to run outside the benchmark lab:
+// datagram. With -conn the receivers are the bus's own sockets
+// (internal/sock Conn.ReadBatch, batches of 64, UDP_GRO through
+// sock.Config.GRO, trains split into one message per datagram), so the
+// figures include that split and copy. It refuses to run outside the
+// benchmark lab:
 //
 //	go build -o /tmp/gsoexp ./bench/peers/gsoexp
 //	mdbus bench lab -- /tmp/gsoexp -mode gso -gro -subs 4
@@ -18,6 +22,8 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -27,6 +33,7 @@ import (
 	"unsafe"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/sock"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +54,7 @@ func main() {
 	segs := flag.Int("segs", 40, "datagrams per send call (1-64)")
 	dur := flag.Duration("d", 3*time.Second, "how long to send (at most 1m)")
 	port := flag.Int("port", 45000, "UDP port")
+	useConn := flag.Bool("conn", false, "receive with internal/sock's Conn.ReadBatch (batches of 64) instead of recvmsg")
 	flag.Parse()
 	switch {
 	case !netlab.Inside():
@@ -59,7 +67,27 @@ func main() {
 	var got, reads atomic.Uint64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	var conns []*sock.Conn
 	for range *subs {
+		if *useConn {
+			c := connReceiver(*port, *gro)
+			conns = append(conns, c)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread()
+				b := sock.NewBatch(64, 2048)
+				for {
+					n, err := c.ReadBatch(b)
+					if err != nil {
+						return // closed after the drain
+					}
+					reads.Add(1)
+					got.Add(uint64(n))
+				}
+			}()
+			continue
+		}
 		fd := receiver(*port, *gro)
 		wg.Add(1)
 		go func() {
@@ -116,10 +144,13 @@ func main() {
 	el := time.Since(t0).Seconds()
 	time.Sleep(200 * time.Millisecond) // receivers drain
 	stop.Store(true)
+	for _, c := range conns {
+		c.Close()
+	}
 	wg.Wait()
 	c, r := cpu()-cpu0, got.Load()
-	fmt.Printf("mode=%s gro=%v subs=%d seg=%d segs/call=%d: sent %.0f datagrams/s (%.0f MB/s); received %.0f datagrams/s per socket (%.1f%% of sent), %.1f datagrams per recvmsg; process CPU %.2f s over %.2f s = %.0f ns per datagram sent\n",
-		*mode, *gro, *subs, *seg, *segs, float64(sent)/el, float64(sent)*float64(*seg)/el/1e6, float64(r)/el/float64(*subs),
+	fmt.Printf("conn=%v mode=%s gro=%v subs=%d seg=%d segs/call=%d: sent %.0f datagrams/s (%.0f MB/s); received %.0f datagrams/s per socket (%.1f%% of sent), %.1f datagrams per recvmsg; process CPU %.2f s over %.2f s = %.0f ns per datagram sent\n",
+		*useConn, *mode, *gro, *subs, *seg, *segs, float64(sent)/el, float64(sent)*float64(*seg)/el/1e6, float64(r)/el/float64(*subs),
 		100*float64(r)/float64(*subs)/float64(sent), float64(r)/float64(max(reads.Load(), 1)), c, el, c/float64(sent)*1e9)
 }
 
@@ -138,6 +169,20 @@ func receiver(port int, gro bool) int {
 	check(unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, &unix.IPMreqn{Multiaddr: group, Ifindex: 1}))
 	check(unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000}))
 	return fd
+}
+
+// connReceiver opens the bus's own receiving socket, joined to the group
+// on lo.
+func connReceiver(port int, gro bool) *sock.Conn {
+	c, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)), ReusePort: true, ReadBuffer: 64 << 20, GRO: gro})
+	check(err)
+	lo, err := net.InterfaceByName("lo")
+	check(err)
+	check(c.Join(lo, netip.AddrFrom4(group), netip.Addr{}))
+	if gro && !c.GRO() {
+		fail("the kernel refused UDP_GRO")
+	}
+	return c
 }
 
 // segments is how many datagrams a read of n bytes holds: with a UDP_GRO
