@@ -5,9 +5,13 @@ package sock
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -135,6 +139,40 @@ func BenchmarkGROFillNoCopy(b *testing.B) {
 			m := &in.Msgs[k]
 			*m = t.meta
 			m.Buf = g.buf[k*1472 : (k+1)*1472]
+		}
+	}
+}
+
+// TestGROFallback: where the kernel refuses UDP_GRO, a Conn asked for GRO
+// reports it off and reads plain: a GSO sender's train arrives as separate
+// datagrams, every one of them.
+func TestGROFallback(t *testing.T) {
+	netlab.Require(t)
+	old := enableGRO
+	enableGRO = func(int) bool { return false }
+	defer func() { enableGRO = old }()
+	rx, err := Open(Config{Local: netip.MustParseAddrPort("127.0.0.1:0"), GRO: true})
+	require.NoError(t, err)
+	defer rx.Close()
+	require.False(t, rx.GRO())
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	oob := groCmsg(unix.SOL_UDP, unix.UDP_SEGMENT, binary.NativeEndian.AppendUint16(nil, 100))
+	p := make([]byte, 20*100)
+	for i := range p {
+		p[i] = byte(i / 100)
+	}
+	_, err = unix.SendmsgN(fd, p, oob[:unix.CmsgSpace(2)], &unix.SockaddrInet4{Port: int(rx.LocalAddr().Port()), Addr: [4]byte{127, 0, 0, 1}}, 0)
+	require.NoError(t, err)
+	in := NewBatch(64, 2048)
+	require.NoError(t, rx.SetReadDeadline(time.Now().Add(5*time.Second)))
+	for got := 0; got < 20; {
+		n, err := rx.ReadBatch(in)
+		require.NoError(t, err)
+		for _, m := range in.Msgs[:n] {
+			require.Equal(t, p[got*100:(got+1)*100], m.Buf)
+			got++
 		}
 	}
 }
