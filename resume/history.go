@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"time"
 
 	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/tools/fetch"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -76,9 +76,9 @@ const (
 
 // RequestHistory fetches history by MoldUDP64 re-requests to a
 // retransmitter (a retransmit.Server, mdbus pub --retransmit, mdbus
-// rewind), from its own unicast socket, one request in flight: each asks
-// for up to wire.MaxCount messages and the server answers what its caps
-// allow. Answers are accepted only from Addr.
+// rewind) through tools/fetch: one request in flight, answers accepted
+// only from Addr, one round trip per packet from a server that answers
+// each request with one packet.
 type RequestHistory struct {
 	Addr    netip.AddrPort
 	Timeout time.Duration // per request; default DefaultRequestTimeout
@@ -102,113 +102,12 @@ func (h RequestHistory) Fetch(ctx context.Context, s wire.Session, from, to wire
 	if tries <= 0 {
 		tries = DefaultRequestTries
 	}
-	count, idle := h.Count, h.Idle
-	if count <= 0 || count > wire.MaxCount {
-		count = 1024
+	pos, err := fetch.Stream(ctx, fetch.Config{
+		Server: h.Addr, Session: s, Wait: timeout, Tries: tries,
+		MaxPerRequest: h.Count, Idle: h.Idle,
+	}, from, to, emit)
+	if errors.Is(err, fetch.ErrIncomplete) {
+		return pos, nil
 	}
-	if idle <= 0 {
-		idle = 5 * time.Millisecond
-	}
-	local := "127.0.0.1:0"
-	network := "udp4"
-	if h.Addr.Addr().Is6() {
-		local, network = "[::1]:0", "udp6"
-		if !h.Addr.Addr().IsLoopback() {
-			local = "[::]:0"
-		}
-	} else if !h.Addr.Addr().IsLoopback() {
-		local = "0.0.0.0:0"
-	}
-	la, err := net.ResolveUDPAddr(network, local)
-	if err != nil {
-		return from, err
-	}
-	conn, err := net.ListenUDP(network, la)
-	if err != nil {
-		return from, fmt.Errorf("resume: history socket: %w", err)
-	}
-	defer conn.Close()
-	_ = conn.SetReadBuffer(4 << 20)
-	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-	buf := make([]byte, wire.MaxPayloadSize)
-	var req []byte
-	pos := from
-	// single: the retransmitter answers each request with one packet
-	// (retransmit.Server's default, as MoldUDP64 servers do). Then the
-	// next request leaves as soon as that packet is in, instead of after
-	// Idle: one round trip per packet, not one Idle. A second packet for
-	// one request shows a server that answers with several, and waiting
-	// for the rest of each answer resumes.
-	single := false
-	for fails := 0; pos < to && fails < tries; {
-		if err := ctx.Err(); err != nil {
-			return pos, err
-		}
-		n := min(uint64(to-pos), uint64(count))
-		req = wire.AppendRequest(req[:0], wire.Request{Session: s, Seq: pos, Count: uint16(n)})
-		if _, err := conn.WriteToUDPAddrPort(req, h.Addr); err != nil {
-			return pos, fmt.Errorf("resume: re-request to %s: %w", h.Addr, err)
-		}
-		want := pos + wire.Seq(n)
-		deadline := time.Now().Add(timeout)
-		progressed := false
-		packets := 0
-		for pos < want && !(single && packets > 0) {
-			conn.SetReadDeadline(deadline)
-			m, src, err := conn.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				if ctx.Err() != nil {
-					return pos, ctx.Err()
-				}
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					break
-				}
-				return pos, fmt.Errorf("resume: history from %s: %w", h.Addr, err)
-			}
-			if netip.AddrPortFrom(src.Addr().Unmap(), src.Port()) != netip.AddrPortFrom(h.Addr.Addr().Unmap(), h.Addr.Port()) {
-				continue // not from the retransmitter asked: never trusted
-			}
-			p, err := wire.ParsePacket(buf[:m])
-			if err != nil || p.Session != s || p.IsHeartbeat() || p.IsEndOfSession() {
-				continue
-			}
-			if p.Next() <= pos {
-				// Already held: the rest of an earlier answer, so the
-				// server sends several packets per request.
-				single = false
-				continue
-			}
-			if p.Seq > pos {
-				continue // not the next piece (reordered): ask again
-			}
-			it := p.Messages()
-			it.Skip(int(pos - p.Seq))
-			for {
-				msg, seq, ok := it.Next()
-				if !ok || seq >= to {
-					break
-				}
-				if err := emit(seq, msg); err != nil {
-					return pos, err
-				}
-				pos = seq + 1
-				progressed = true
-			}
-			packets++
-			deadline = time.Now().Add(idle) // answers keep coming: wait for the rest
-		}
-		if packets > 1 {
-			single = false
-		} else if packets == 1 && pos < want {
-			single = true // one packet, then nothing for Idle
-		}
-		if progressed {
-			fails = 0
-		} else {
-			fails++
-		}
-	}
-	return pos, nil
+	return pos, err // fetch's errors name the server; emit's and ctx's pass unchanged
 }

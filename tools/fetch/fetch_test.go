@@ -119,3 +119,52 @@ func TestRepairFromServer(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamAnswerShapes: Stream hands over every message once, in order,
+// whether the server answers each request with one packet (the default)
+// or with many, and with one packet per answer it needs about one
+// request per packet, not one per Idle wait.
+func TestStreamAnswerShapes(t *testing.T) {
+	netlab.Require(t)
+	j, _ := serveJournal(t, 3000)
+	for _, tc := range []struct {
+		name     string
+		maxBytes int // 0: one packet per answer
+	}{{"one packet", 0}, {"many packets", 1 << 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := retransmit.NewServer(retransmit.ServerConfig{
+				Listen:          netip.MustParseAddrPort("127.0.0.1:0"),
+				Sources:         []retransmit.Source{j},
+				MaxRequestBytes: tc.maxBytes,
+			})
+			require.NoError(t, err)
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			want := wire.Seq(5)
+			// A long Idle makes waiting for the rest of each answer
+			// visible: one-packet answers must not pay it per packet.
+			cfg := fetch.Config{Server: srv.Addr(), Session: session, Idle: 200 * time.Millisecond}
+			start := time.Now()
+			next, err := fetch.Stream(ctx, cfg, 5, 2900, func(seq wire.Seq, m []byte) error {
+				if seq != want {
+					return fmt.Errorf("got %d, want %d", seq, want)
+				}
+				if !bytes.Equal(m, msg(seq)) {
+					return fmt.Errorf("message %d differs", seq)
+				}
+				want++
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, wire.Seq(2900), next)
+			require.Equal(t, wire.Seq(2900), want)
+			st := srv.Stats()
+			t.Logf("%s: %d requests, %d packets, %v", tc.name, st.Requests, st.UnicastPackets, time.Since(start))
+			// Adaptive mode: at most one Idle wait (the first answer)
+			// plus one per Wait timeout; 2,895 messages in ~60-byte
+			// messages are ~120 packets, far more than 10 Idle waits.
+			require.Less(t, time.Since(start), 10*cfg.Idle)
+		})
+	}
+}
