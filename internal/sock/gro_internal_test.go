@@ -155,6 +155,7 @@ func TestGROFallback(t *testing.T) {
 	require.NoError(t, err)
 	defer rx.Close()
 	require.False(t, rx.GRO())
+	require.Equal(t, GROStats{}, rx.GROStats())
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	defer unix.Close(fd)

@@ -5,6 +5,7 @@ package sock
 import (
 	"encoding/binary"
 	"net"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -51,6 +52,19 @@ type groReader struct {
 	n, next, off int
 	// scratch receives parseOOB's SO_RXQ_OVFL count.
 	scratch Batch
+	// reads and datagrams count what the kernel handed over (skbs) and
+	// what ReadBatch handed out; written by the reader, read by GROStats.
+	reads, datagrams atomic.Uint64
+}
+
+// GROStats describes a socket's UDP_GRO receiving.
+type GROStats struct {
+	// On reports that the socket receives with UDP_GRO.
+	On bool
+	// Reads is the skbs received (one per train or plain datagram);
+	// Datagrams is the datagrams ReadBatch handed out of them.
+	// Datagrams / Reads is the average train length.
+	Reads, Datagrams uint64
 }
 
 func newGROReader() *groReader {
@@ -78,6 +92,16 @@ var enableGRO = func(fd int) bool {
 // GRO reports whether the socket receives with UDP_GRO: Config.GRO was set
 // and the kernel accepted it.
 func (c *Conn) GRO() bool { return c.sys.gro != nil }
+
+// GROStats returns the socket's GRO counters; safe to call concurrently
+// with ReadBatch.
+func (c *Conn) GROStats() GROStats {
+	g := c.sys.gro
+	if g == nil {
+		return GROStats{}
+	}
+	return GROStats{On: true, Reads: g.reads.Load(), Datagrams: g.datagrams.Load()}
+}
 
 // readGRO is ReadBatch on a UDP_GRO socket: it hands out the segments
 // still held from the last read, or reads up to groSlots trains (blocking
@@ -120,8 +144,11 @@ func (c *Conn) readGRO(b *Batch) (int, error) {
 			t.seg = groSegment(oob)
 		}
 		g.n = c.sys.rN
+		g.reads.Add(uint64(g.n))
 	}
-	return g.fill(b), nil
+	k := g.fill(b)
+	g.datagrams.Add(uint64(k))
+	return k, nil
 }
 
 // fill hands out held segments into b.Msgs, in order, and returns how many.

@@ -168,6 +168,18 @@ func TestGROSplitsTrains(t *testing.T) {
 			if tc.batch > 8 {
 				require.Greater(t, most, 8, "no read returned more than 8 datagrams: no train arrived whole")
 			}
+			st := rx.GROStats()
+			require.True(t, st.On)
+			require.EqualValues(t, len(want), st.Datagrams)
+			trains := 0
+			for _, s := range steps {
+				if s.seg > 0 {
+					trains++
+				} else {
+					trains += len(s.sizes)
+				}
+			}
+			require.EqualValues(t, trains, st.Reads, "every GSO send arrived as one train")
 			// Nothing more: no duplicate was held back.
 			require.NoError(t, rx.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
 			_, err := rx.ReadBatch(in)
