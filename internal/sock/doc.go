@@ -44,7 +44,8 @@
 // a Wrap such as tools/impair) see exactly what a plain socket gives. A
 // train that does not fit into the caller's batch is kept: the next
 // ReadBatch hands out the rest before it reads again (without a syscall),
-// so nothing is lost or reordered. A datagram longer than its buffer is
+// so nothing is lost or reordered (even after Close, which the next
+// ReadBatch reports once those are handed out). A datagram longer than its buffer is
 // cut and marked Truncated, as the kernel's MSG_TRUNC does on a plain
 // socket. It does not allocate.
 //
