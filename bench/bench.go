@@ -123,6 +123,11 @@ type Config struct {
 	// than a sending goroutine. Where every message fills a packet (1024
 	// B messages in 1472 B packets) linger gains nothing anyway.
 	InlineThroughput bool
+	// NoGSO turns UDP GSO off in the mdbus publishers
+	// (publisher.Config.DisableGSO), to compare against the default,
+	// which sends runs of full packets as GSO trains. Raw UDP never uses
+	// GSO: it is the one-datagram-per-sendmmsg-slot baseline.
+	NoGSO bool
 	// Recovery runs every mdbus case with its retransmitter (a cache fed
 	// by the publisher, a retransmit server, NAKs from the subscribers),
 	// not only the cases with loss, which always have it.

@@ -115,6 +115,9 @@ type Probe struct {
 	// "incomplete"; empty for a pass.
 	Why   string `json:"why,omitempty"`
 	Error string `json:"error,omitempty"`
+	// GSOShare is the fraction of the mdbus publisher's packets that left
+	// in UDP GSO trains.
+	GSOShare float64 `json:"gso_share,omitempty"`
 }
 
 // searchResult is what search found.
@@ -265,6 +268,9 @@ const senderSlack = 0.02
 // senderSlack) for the whole probe of secs seconds.
 func lossless(r ThroughputRun, secs float64) Probe {
 	p := Probe{Rate: r.Rate, Sent: r.Sent.MsgsPerSec, Delivered: r.MinMsgsPerSec, Seconds: r.Sent.Seconds, Error: r.Error}
+	if r.Sent.Packets > 0 {
+		p.GSOShare = float64(r.GSOPackets) / float64(r.Sent.Packets)
+	}
 	for _, s := range r.Subs {
 		p.KernelDrops += s.KernelDrops
 		p.Lost += max(s.Lost, s.Missing)

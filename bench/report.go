@@ -72,10 +72,12 @@ type Settings struct {
 	Interval    float64 `json:"interval_s"`
 	Timestamps  bool    `json:"kernel_timestamps"`
 	// InlineThroughput: the mdbus throughput publisher sent inline.
-	InlineThroughput bool `json:"inline_throughput,omitempty"`
+	InlineThroughput bool   `json:"inline_throughput,omitempty"`
+	Seed             uint64 `json:"seed"`
+	// NoGSO: the mdbus publishers had UDP GSO off.
+	NoGSO bool `json:"no_gso,omitempty"`
 	// NoGRO: the mdbus subscribers read without UDP_GRO.
-	NoGRO bool   `json:"no_gro,omitempty"`
-	Seed  uint64 `json:"seed"`
+	NoGRO bool `json:"no_gro,omitempty"`
 }
 
 // ThroughputRun is one throughput measurement: one publisher, N
@@ -94,6 +96,9 @@ type ThroughputRun struct {
 	PayloadSize int `json:"payload_size,omitempty"`
 	// Sent is the publisher's side.
 	Sent Counts `json:"sent"`
+	// GSOPackets is how many of the mdbus publisher's packets left in
+	// UDP GSO trains.
+	GSOPackets uint64 `json:"gso_packets,omitempty"`
 	// Subs is each subscriber's side.
 	Subs []SubResult `json:"subs"`
 	// MinMsgsPerSec is the slowest subscriber's delivered message rate.

@@ -87,6 +87,7 @@ func (b *Bench) newSender(sys System, p sendParams) (sender, error) {
 // sendParams completes p with the Bench's settings.
 func (b *Bench) sendParams(p sendParams) sendParams {
 	p.ifi, p.ttl, p.writeBuffer, p.logger = b.s.ifi, b.s.TTL, b.s.WriteBuffer, errLogger
+	p.noGSO = b.s.NoGSO
 	if p.payloadSize == 0 {
 		p.payloadSize = b.s.PayloadSize
 	}
@@ -252,6 +253,9 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	}
 	drainWait(drainCtx, ends)
 	run.Sent = Counts{Messages: sr.sent, Bytes: sr.bytes, Packets: snd.packets(), Seconds: float64(sr.end-sr.start) / 1e9}
+	if m, ok := snd.(*mdbusSender); ok {
+		run.GSOPackets = m.pub.Stats().GSOPackets
+	}
 	run.Sent.rates()
 	run.Complete = sr.sent > 0
 	var errs []error

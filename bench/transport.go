@@ -57,6 +57,7 @@ type sendParams struct {
 	writeBuffer int
 	batch       int
 	inline      bool
+	noGSO       bool // mdbus: publisher.Config.DisableGSO
 	linger      time.Duration
 	// recovery adds the retransmitter: a cache fed by the publisher and a
 	// server answering re-requests on 127.0.0.1.
@@ -83,6 +84,7 @@ func newMdbusSender(p sendParams) (*mdbusSender, error) {
 		WriteBuffer:  p.writeBuffer,
 		Inline:       p.inline,
 		Linger:       p.linger,
+		DisableGSO:   p.noGSO,
 		QueuePackets: 4096,
 		Logger:       p.logger,
 	}

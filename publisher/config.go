@@ -104,6 +104,11 @@ type Config struct {
 	// Inline (which exists for the opposite trade) and is at most
 	// MaxLinger.
 	Linger time.Duration
+	// DisableGSO turns UDP generic segmentation offload off: every packet
+	// then takes its own sendmmsg slot. Default false: runs of equal-size
+	// packets go to the kernel as GSO trains where it offers UDP_SEGMENT,
+	// with an automatic fallback (see the package doc, "UDP GSO").
+	DisableGSO bool
 	// Sinks are offered every data packet; see Sink.
 	Sinks []Sink
 	// Grace is how long Close goes on after sending the end of session:

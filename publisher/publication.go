@@ -23,6 +23,7 @@ import (
 type Publication struct {
 	s      settings
 	conn   sock.PacketConn
+	raw    *sock.Conn // the socket under any Wrap, for its GSO counters
 	local  netip.AddrPort
 	q      uint64 // ring size, packets
 	log    *slog.Logger
@@ -115,6 +116,13 @@ type Stats struct {
 	RateWaitTime time.Duration
 	// InlineSends counts the sends made inside Publish (Config.Inline).
 	InlineSends uint64
+	// GSO reports that packets go as UDP GSO trains: not disabled, the
+	// kernel offers it, and it has not fallen back. GSOTrains counts the
+	// trains sent and GSOPackets the packets they carried; GSOFallbacks
+	// is 1 when the kernel refused GSO and the publication went back to
+	// one packet per sendmmsg slot.
+	GSO                                 bool
+	GSOTrains, GSOPackets, GSOFallbacks uint64
 }
 
 // New opens a Publication as cfg describes and starts its sending
@@ -137,6 +145,7 @@ func New(cfg Config) (*Publication, error) {
 		TTL:         s.TTL,
 		Loopback:    !s.DisableLoopback,
 		WriteBuffer: s.WriteBuffer,
+		GSO:         !s.DisableGSO,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("publisher: socket for %s on %s: %w", s.group, s.Interface, err)
@@ -152,6 +161,7 @@ func New(cfg Config) (*Publication, error) {
 	p := &Publication{
 		s:         s,
 		conn:      conn,
+		raw:       c,
 		local:     c.LocalAddr(),
 		q:         uint64(q),
 		log:       s.Logger,
@@ -187,7 +197,7 @@ func New(cfg Config) (*Publication, error) {
 	p.lastSend.Store(int64(now))
 	p.log.Debug("publisher: open", "group", s.group, "interface", s.Interface, "local", p.local,
 		"session", s.session.String(), "first_seq", s.FirstSeq, "payload_size", s.PayloadSize,
-		"write_buffer_granted", c.WriteBufferGranted)
+		"write_buffer_granted", c.WriteBufferGranted, "gso", c.GSOStats().Active)
 	go p.run()
 	return p, nil
 }
@@ -407,7 +417,12 @@ func (p *Publication) Stats() Stats {
 	p.mu.Lock()
 	published := p.published
 	p.mu.Unlock()
+	gso := p.raw.GSOStats()
 	return Stats{
+		GSO:          gso.Active,
+		GSOTrains:    gso.Trains,
+		GSOPackets:   gso.Segments,
+		GSOFallbacks: gso.Fallbacks,
 		Published:    published,
 		Messages:     p.st.messages.Load(),
 		Packets:      p.st.packets.Load(),

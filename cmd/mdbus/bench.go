@@ -102,6 +102,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	spin := fs.Duration("spin", 0, "latency: busy-wait this close to each send time (default 2ms; negative: only sleep)")
 	noInline := fs.Bool("no-inline", false, "latency: send from the publisher's goroutine instead of inline in Publish")
 	inlineTput := fs.Bool("inline", false, "throughput and capacity: the mdbus publisher sends inline in PublishBatch (no sending goroutine, no linger), the raw sender's thread shape")
+	noGSO := fs.Bool("no-gso", false, "throughput, capacity, goals, latency: the mdbus publisher sends one packet per sendmmsg slot instead of UDP GSO trains (raw UDP never uses GSO)")
 	interval := fs.Duration("interval", 0, "length of each .hlog interval (default 1s)")
 	drain := fs.Duration("drain", 0, "wait this long for subscribers after the sender stops (default 2s)")
 	seed := fs.Uint64("seed", 1, "seed for message contents and loss")
@@ -210,7 +211,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := bench.Config{
 		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
 		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch, Linger: *linger,
-		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoGRO: *noGRO, NoInline: *noInline, InlineThroughput: *inlineTput,
+		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline, InlineThroughput: *inlineTput, NoGSO: *noGSO, NoGRO: *noGRO,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
 	var matrix bench.CapacityMatrix

@@ -96,6 +96,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
 	allow := fs.String("allow", "", "with --retransmit: networks re-requests are accepted from, CIDR,... (default: anyone)")
 	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit or a journal, else none; negative: none")
+	noGSO := fs.Bool("no-gso", false, "send every packet in its own sendmmsg slot instead of UDP GSO trains (GSO is used where the kernel offers it and falls back by itself)")
 	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -150,7 +151,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
 		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
-		Linger: *linger, Sinks: sinks, Grace: *grace, Logger: env.log,
+		Linger: *linger, Sinks: sinks, Grace: *grace, Logger: env.log, DisableGSO: *noGSO,
 	})
 	if err != nil {
 		if pj != nil {
@@ -198,7 +199,8 @@ order-book messages at --rate until --count messages or --duration.`)
 	}
 	st := pub.Stats()
 	attrs := []any{"session", pub.Session().String(), "published", sent, "messages", st.Messages, "packets", st.Packets,
-		"bytes", st.Bytes, "heartbeats", st.Heartbeats, "send_errors", st.SendErrors, "next_seq", uint64(pub.NextSeq())}
+		"bytes", st.Bytes, "heartbeats", st.Heartbeats, "send_errors", st.SendErrors, "next_seq", uint64(pub.NextSeq()),
+		"gso", st.GSO, "gso_trains", st.GSOTrains, "gso_fallbacks", st.GSOFallbacks}
 	if srv != nil {
 		ss := srv.Stats()
 		attrs = append(attrs, "requests", ss.Requests, "answered", ss.Answered, "refused", ss.Refused.Total(), "repair_bytes", ss.Bytes())

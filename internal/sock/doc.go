@@ -73,6 +73,31 @@
 // Conn.GROStats counts the skbs read and the datagrams handed out: their
 // ratio is the average train length, 1 where nothing coalesces.
 //
+// # UDP GSO
+//
+// With Config.GSO, WriteBatch sends runs of consecutive datagrams to one
+// address whose lengths are equal (the last may be shorter) as one
+// message each: a "train" with one iovec per datagram, pointing at the
+// callers' buffers (nothing is copied), and a UDP_SEGMENT control message
+// carrying the segment size, at most 64 datagrams (UDP_MAX_SEGMENTS) and
+// 65,507 bytes (IPv4; 65,527 for IPv6) per train. Several trains and
+// single datagrams still go in one sendmmsg. The kernel cuts a train into
+// datagrams as late as it can (in the NIC with hardware segmentation,
+// else just before the driver; on lo and veth when it reaches a receiving
+// socket that did not ask for UDP_GRO), so its per-datagram cost of
+// socket, route and queueing is paid once per train. The datagrams on the
+// wire are the ones a plain sendmmsg sends.
+//
+// WriteBatch keeps its contract: it counts datagrams, not trains; a train
+// is sent or refused whole, so on an error b.Msgs[sent] is the first
+// datagram of the refused train. Open probes the socket for UDP_SEGMENT
+// (kernel 4.18 and later); when the kernel refuses a train for want of GSO
+// (EIO from a device without checksum offload, EINVAL from a socket that
+// cannot segment, EMSGSIZE when a segment exceeds the route's MTU,
+// EOPNOTSUPP), the Conn turns GSO off for good and sends that train's
+// datagrams and the rest one per slot. Conn.GSOStats says whether GSO is
+// active, how many trains and datagrams went, and why it fell back.
+//
 // # Concurrency
 //
 // ReadBatch must not be called concurrently with itself, nor WriteBatch with

@@ -65,6 +65,11 @@ type Config struct {
 	// which). It costs 512 KiB of receive slots per socket. See "UDP GRO"
 	// in the package documentation.
 	GRO bool
+	// GSO makes WriteBatch send runs of equal-length datagrams to one
+	// address as UDP GSO trains (UDP_SEGMENT) where the kernel offers it,
+	// and fall back to one datagram per sendmmsg slot for good when it
+	// does not; see the package doc and Conn.GSOStats. Default off.
+	GSO bool
 }
 
 // MaxBusyPoll bounds Config.BusyPoll: Close waits for a spinning

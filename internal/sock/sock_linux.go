@@ -75,6 +75,7 @@ type connSys struct {
 	wHdrs    []mmsghdr
 	wN       int
 	wErr     syscall.Errno
+	gso      gsoState
 }
 
 func open(cfg Config) (*Conn, error) {
@@ -159,6 +160,7 @@ func (c *Conn) setup(cfg Config) error {
 				return
 			}
 		}
+		c.sys.gso.init(int(fd), cfg.GSO, c.v6)
 		c.ReadBufferGranted = forceBuffer(int(fd), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.ReadBuffer)
 		c.WriteBufferGranted = forceBuffer(int(fd), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.WriteBuffer)
 		if cfg.GRO && enableGRO(int(fd)) {
@@ -280,11 +282,22 @@ func (c *Conn) recvmmsg(fd uintptr) bool {
 }
 
 // WriteBatch sends b.Msgs[:n], each to its Addr, with as few sendmmsg
-// calls as the kernel allows. It returns how many were sent. It does not
-// allocate.
+// calls as the kernel allows, and returns how many were sent: on an error,
+// b.Msgs[sent] is the datagram the kernel refused. With Config.GSO, runs
+// of equal-length datagrams to one Addr go as GSO trains (see writeGSO).
+// It does not allocate.
 func (c *Conn) WriteBatch(b *Batch, n int) (int, error) {
 	s := sysOf(b)
-	for i := range n {
+	if n > 1 && c.sys.gso.on.Load() {
+		return c.writeGSO(b, s, n)
+	}
+	return c.writePlain(b, s, 0, n)
+}
+
+// writePlain sends b.Msgs[from:n] one datagram per mmsghdr and returns how
+// many of them were sent.
+func (c *Conn) writePlain(b *Batch, s *batchSys, from, n int) (int, error) {
+	for i := from; i < n; i++ {
 		m := &b.Msgs[i]
 		s.iovs[i] = unix.Iovec{Base: unsafe.SliceData(m.Buf), Len: uint64(len(m.Buf))}
 		nl := putName(&s.names[i], m.Addr, c.v6)
@@ -295,18 +308,18 @@ func (c *Conn) WriteBatch(b *Batch, n int) (int, error) {
 			Iovlen:  1,
 		}}
 	}
-	sent := 0
+	sent := from
 	for sent < n {
 		c.sys.wHdrs = s.hdrs[sent:n]
 		if err := c.sys.rc.Write(c.sys.writeFn); err != nil {
-			return sent, &net.OpError{Op: "sendmmsg", Net: "udp", Err: err}
+			return sent - from, &net.OpError{Op: "sendmmsg", Net: "udp", Err: err}
 		}
 		if c.sys.wErr != 0 {
-			return sent, &net.OpError{Op: "sendmmsg", Net: "udp", Err: c.sys.wErr}
+			return sent - from, &net.OpError{Op: "sendmmsg", Net: "udp", Err: c.sys.wErr}
 		}
 		sent += c.sys.wN
 	}
-	return sent, nil
+	return sent - from, nil
 }
 
 func (c *Conn) sendmmsg(fd uintptr) bool {
