@@ -104,6 +104,10 @@ type Config struct {
 	// BusyPoll); 0 (default) never spins. It trades a CPU per receiver
 	// for the receive path's wake-up tail.
 	BusyPoll time.Duration
+	// NoGRO turns UDP_GRO off on the mdbus subscribers' feed sockets
+	// (subscriber.Config.DisableGRO); raw UDP receivers always read
+	// plain, one datagram per recvmmsg slot (the baseline).
+	NoGRO bool
 	// Spin is how close to a latency message's send time the sender stops
 	// sleeping and busy-waits (Go's sleeps on Linux wake up to a
 	// millisecond late); default 2 ms, negative never spins.

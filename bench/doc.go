@@ -29,7 +29,10 @@
 //     exponential ramp and bisection to a resolution, bounded in probes
 //     and time; over packet sizes, message sizes and subscriber counts.
 //   - Raw: the same with one UDP datagram per message, sent with sendmmsg
-//     and received with recvmmsg, no protocol at all.
+//     and received with recvmmsg, no protocol at all. Raw receivers
+//     never use UDP_GRO (one datagram per recvmmsg slot, the baseline);
+//     mdbus subscribers do unless Config.NoGRO (--no-gro), which only
+//     matters when the sender sends GSO trains.
 //   - With loss: the impairment layer (tools/impair) drops a fraction of
 //     the datagrams each mdbus subscriber receives; the run then reports
 //     repairs and the recovery time (gap found to gap repaired).

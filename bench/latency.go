@@ -247,7 +247,7 @@ type ponger interface {
 
 func (b *Bench) newPonger(sys System, in, out netip.AddrPort, bufSize int, loss float64, rtx string) (ponger, error) {
 	sp := b.sendParams(sendParams{group: out, batch: rawBatch, inline: !b.s.NoInline, recovery: b.recovery(sys, loss)})
-	rp := recvParams{group: in, ifi: b.s.ifi, readBuffer: b.s.ReadBuffer, busyPoll: b.s.BusyPoll, bufSize: bufSize, loss: loss, seed: b.s.Seed + 1000, logger: errLogger}
+	rp := recvParams{group: in, ifi: b.s.ifi, readBuffer: b.s.ReadBuffer, busyPoll: b.s.BusyPoll, noGRO: b.s.NoGRO, bufSize: bufSize, loss: loss, seed: b.s.Seed + 1000, logger: errLogger}
 	if rtx != "" {
 		rp.retransmitter = netip.MustParseAddrPort(rtx)
 	}

@@ -33,6 +33,8 @@ type recvSpec struct {
 	// empty: none.
 	Retransmitter string `json:"retransmitter,omitempty"`
 	Seed          uint64 `json:"seed"`
+	// NoGRO: an mdbus subscriber's feed socket reads without UDP_GRO.
+	NoGRO bool `json:"no_gro,omitempty"`
 	// SampleMask: the delivery time is read for messages whose sequence
 	// has these bits clear (0: every message).
 	SampleMask  uint64 `json:"sample_mask"`
@@ -111,7 +113,7 @@ func (spec recvSpec) recvParams() (recvParams, error) {
 	}
 	return recvParams{
 		group: group, retransmitter: rtx, ifi: ifi, readBuffer: spec.ReadBuffer, bufSize: spec.BufSize,
-		timestamps: spec.Timestamps, busyPoll: time.Duration(spec.BusyPoll), loss: spec.Loss, seed: spec.Seed, logger: errLogger,
+		timestamps: spec.Timestamps, busyPoll: time.Duration(spec.BusyPoll), noGRO: spec.NoGRO, loss: spec.Loss, seed: spec.Seed, logger: errLogger,
 	}, nil
 }
 

@@ -76,6 +76,8 @@ type Settings struct {
 	Seed             uint64 `json:"seed"`
 	// NoGSO: the mdbus publishers had UDP GSO off.
 	NoGSO bool `json:"no_gso,omitempty"`
+	// NoGRO: the mdbus subscribers read without UDP_GRO.
+	NoGRO bool `json:"no_gro,omitempty"`
 }
 
 // ThroughputRun is one throughput measurement: one publisher, N

@@ -50,7 +50,7 @@ func New(cfg Config) (*Bench, error) {
 			Interface: s.Interface, TTL: s.TTL, PayloadSize: s.PayloadSize, Batch: s.Batch, Linger: s.Linger.Seconds(),
 			ReadBuffer: s.ReadBuffer, WriteBuffer: s.WriteBuffer, Duration: s.Duration.Seconds(),
 			Count: s.Count, Warmup: s.Warmup.Seconds(), Interval: s.Interval.Seconds(),
-			Timestamps: s.Timestamps, Seed: s.Seed, InlineThroughput: s.InlineThroughput, NoGSO: s.NoGSO,
+			Timestamps: s.Timestamps, Seed: s.Seed, InlineThroughput: s.InlineThroughput, NoGSO: s.NoGSO, NoGRO: s.NoGRO,
 		},
 	}
 	return b, nil

@@ -147,7 +147,7 @@ func stopAll(subs []subHandle) {
 func (b *Bench) baseSpec(sys System, name string) recvSpec {
 	return recvSpec{
 		Name: name, System: sys, Interface: b.s.Interface, ReadBuffer: b.s.ReadBuffer,
-		Timestamps: b.s.Timestamps, BusyPoll: int64(b.s.BusyPoll), Seed: b.s.Seed, Base: b.startMono, Interval: int64(b.s.Interval),
+		Timestamps: b.s.Timestamps, BusyPoll: int64(b.s.BusyPoll), NoGRO: b.s.NoGRO, Seed: b.s.Seed, Base: b.startMono, Interval: int64(b.s.Interval),
 	}
 }
 

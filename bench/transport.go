@@ -166,6 +166,7 @@ type recvParams struct {
 	bufSize       int // raw: the largest datagram expected
 	timestamps    bool
 	busyPoll      time.Duration
+	noGRO         bool // mdbus: subscriber.Config.DisableGRO
 	loss          float64
 	seed          uint64
 	logger        *slog.Logger
@@ -193,6 +194,7 @@ func newMdbusReceiver(p recvParams, sk *sink) (*mdbusReceiver, error) {
 		NAK:           nc,
 		Timestamps:    p.timestamps,
 		BusyPoll:      p.busyPoll,
+		DisableGRO:    p.noGRO,
 		OnMessage: func(m subscriber.Message) {
 			sk.deliver(m.Data, r.cnt.kernelTime(uint64(m.Seq)))
 		},

@@ -95,6 +95,31 @@
 // more than MaxBusyPoll. The repair sockets never spin. mdbus bench
 // --busy-poll measures it (mdbus and the raw baseline alike).
 //
+// # UDP GRO
+//
+// The feed sockets (Group, Secondary) receive with UDP_GRO unless
+// Config.DisableGRO is set: the kernel may hand over a run of a
+// publisher's equal-size packets as one train in one read, as it does
+// with a GSO publisher's send looped back on this host (up to 64 packets
+// per train) or with a flow's packets coalesced by a NIC's GRO. The socket
+// layer splits every train back into one datagram per packet before the
+// subscriber sees it, so parsing, ordering, the per-feed datagram counters
+// and Wrap hooks are unchanged; what changes is that the kernel's
+// per-datagram receive cost (the part that bounds a subscriber on lo) is
+// paid once per train. Each GRO socket keeps 512 KiB of receive slots.
+// Where the kernel refuses UDP_GRO (before Linux 5.0) the socket reads
+// plain. One difference shows in Stats: the kernel's drop counter
+// (SO_RXQ_OVFL, Stats.KernelDrops) counts a dropped train once however
+// many packets it held, so it is a lower bound; the gaps the drops leave
+// are still detected and repaired packet by packet.
+//
+// The repair sockets (RepairGroup and the unicast repair socket) read
+// plain: repairs come from a retransmitter one datagram at a time, a
+// trickle beside the feed, so GRO would only cost them the memory and
+// fewer unmerged datagrams per recvmmsg (8 slots instead of the batch).
+// DisableGRO is the switch for comparing (mdbus sub and mdbus bench take
+// --no-gro) and for a kernel whose GRO misbehaves.
+//
 // # Streams
 //
 // A stream is one incarnation of one session from one source address

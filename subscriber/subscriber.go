@@ -121,6 +121,12 @@ type Config struct {
 	// together than BusyPoll. 0 (default) never spins; at most
 	// MaxBusyPoll. See "Busy polling" in the package documentation.
 	BusyPoll time.Duration
+	// DisableGRO turns off UDP_GRO on the feed sockets (Group,
+	// Secondary). By default they ask for it, so a GSO publisher's
+	// packets arrive up to 64 per read and cost the kernel's per-datagram
+	// receive work once; where the kernel refuses, they read plain. See
+	// "UDP GRO" in the package documentation.
+	DisableGRO bool
 	// MaxGap is how far ahead of the next expected sequence, in messages,
 	// a packet, heartbeat or end of session may be. Beyond it, it is a
 	// suspect: dropped (DropSeqJump) unless a second packet or heartbeat
@@ -457,7 +463,7 @@ func open(cfg Config) (s *Subscriber, err error) {
 			s.closeConns()
 		}
 	}()
-	conn, granted, err := s.openGroup(ifi, cfg.Group, cfg.Source, cfg.BusyPoll, cfg.Wrap)
+	conn, granted, err := s.openGroup(ifi, cfg.Group, cfg.Source, cfg.BusyPoll, !cfg.DisableGRO, cfg.Wrap)
 	if err != nil {
 		return s, err
 	}
@@ -465,14 +471,14 @@ func open(cfg Config) (s *Subscriber, err error) {
 	s.r = s.addReader(conn, cfg.BatchSize, cfg.Group.Addr(), cfg.Source, FeedPrimary)
 	s.done = s.r.done
 	if cfg.Secondary.IsValid() {
-		conn, _, err := s.openGroup(ifi, cfg.Secondary, cfg.SecondarySource, cfg.BusyPoll, cfg.WrapSecondary)
+		conn, _, err := s.openGroup(ifi, cfg.Secondary, cfg.SecondarySource, cfg.BusyPoll, !cfg.DisableGRO, cfg.WrapSecondary)
 		if err != nil {
 			return s, err
 		}
 		s.addReader(conn, cfg.BatchSize, cfg.Secondary.Addr(), cfg.SecondarySource, FeedSecondary)
 	}
 	if cfg.RepairGroup.IsValid() {
-		conn, _, err := s.openGroup(ifi, cfg.RepairGroup, netip.Addr{}, 0, cfg.WrapRepair)
+		conn, _, err := s.openGroup(ifi, cfg.RepairGroup, netip.Addr{}, 0, false, cfg.WrapRepair)
 		if err != nil {
 			return s, err
 		}
@@ -507,8 +513,9 @@ func open(cfg Config) (s *Subscriber, err error) {
 
 // openGroup opens a socket bound to the wildcard address and g's port
 // (shared with other subscribers of that port), joins g on ifi (from src
-// only when valid), busy-polls it for spin and wraps it with wrap when set.
-func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.Addr, spin time.Duration, wrap func(sock.PacketConn) sock.PacketConn) (sock.PacketConn, int, error) {
+// only when valid), busy-polls it for spin, receives with UDP_GRO when gro
+// and wraps it with wrap when set.
+func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.Addr, spin time.Duration, gro bool, wrap func(sock.PacketConn) sock.PacketConn) (sock.PacketConn, int, error) {
 	cfg := s.cfg
 	wild := netip.IPv4Unspecified()
 	if g.Addr().Is6() {
@@ -520,6 +527,7 @@ func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.A
 		ReadBuffer: cfg.ReadBuffer,
 		Timestamps: cfg.Timestamps,
 		BusyPoll:   spin,
+		GRO:        gro,
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("subscriber: %w", err)
@@ -527,6 +535,9 @@ func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.A
 	if err := conn.Join(ifi, g.Addr(), src); err != nil {
 		conn.Close()
 		return nil, 0, fmt.Errorf("subscriber: %w", err)
+	}
+	if gro && !conn.GRO() {
+		cfg.Logger.Info("subscriber: the kernel refused UDP_GRO (Linux 5.0+); the feed socket reads plain", "group", g)
 	}
 	granted := conn.ReadBufferGranted
 	if granted < 2*cfg.ReadBuffer {

@@ -98,6 +98,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	sndbuf := fs.Int("write-buffer", 0, "SO_SNDBUF request in bytes (default 4 MiB)")
 	stamps := fs.Bool("timestamps", false, "kernel receive timestamps (SO_TIMESTAMPNS): split latency into wire and receive path")
 	busy := fs.Duration("busy-poll", 0, "every receiver (mdbus and raw) spins on its socket this long before parking (0-10ms; costs a CPU each)")
+	noGRO := fs.Bool("no-gro", false, "mdbus subscribers read without UDP_GRO (raw UDP receivers never use it)")
 	spin := fs.Duration("spin", 0, "latency: busy-wait this close to each send time (default 2ms; negative: only sleep)")
 	noInline := fs.Bool("no-inline", false, "latency: send from the publisher's goroutine instead of inline in Publish")
 	inlineTput := fs.Bool("inline", false, "throughput and capacity: the mdbus publisher sends inline in PublishBatch (no sending goroutine, no linger), the raw sender's thread shape")
@@ -210,7 +211,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := bench.Config{
 		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
 		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch, Linger: *linger,
-		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline, InlineThroughput: *inlineTput, NoGSO: *noGSO,
+		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline, InlineThroughput: *inlineTput, NoGSO: *noGSO, NoGRO: *noGRO,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
 	var matrix bench.CapacityMatrix

@@ -37,6 +37,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	outFile := fs.String("out", "", "with --checkpoint: append messages to this file in step with the checkpoint (exactly-once across restarts)")
 	jdir := fs.String("journal", "", "journal directory to read history (and --start time:) from")
 	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
+	noGRO := fs.Bool("no-gro", false, "read the feed without UDP_GRO (one datagram per read slot; for comparing, or a kernel whose GRO misbehaves)")
 	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
 	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to")
 	repair := fs.String("repair-group", "", "also join this multicast group:port for repairs")
@@ -106,7 +107,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		lat = oneway.NewRecorder()
 	}
 	scfg := subscriber.Config{
-		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy,
+		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO,
 		Retransmitter: retrAddr, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
 		Wrap: wrap, WrapSecondary: wrap2,
 		OnLoss: func(l subscriber.Loss) {

@@ -75,7 +75,16 @@ func TestRewinderOutlivesRestartsAndForgeries(t *testing.T) {
 	sum := publishRandom(t, pub, n, 8, 1, 300)
 	waitAllSubs(t, 60*time.Second, []*subscriber.Subscriber{s}, c)
 	c.verify(t, pub.Session(), sum, n, 1)
-	first, next, ok := rw.Cache().Bounds(pub.Session())
+	// The rewinder reads the same last packets on its own goroutine as
+	// the subscriber: give it until they are in, boundedly.
+	var first, next wire.Seq
+	var ok bool
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		first, next, ok = rw.Cache().Bounds(pub.Session())
+		if (ok && next == wire.Seq(n+1)) || time.Now().After(deadline) {
+			break
+		}
+	}
 	fs := rw.FeedStats()
 	t.Logf("rewinder feed: streams %d, evicted %d, refused %d; cache of REAL [%d, %d)",
 		fs.Streams, fs.StreamsEvicted, fs.Drops[subscriber.DropTooManyStreams], first, next)

@@ -58,6 +58,13 @@ type Config struct {
 	// spinning while the feed is quiet for less than BusyPoll. 0 (the
 	// default) never spins; at most MaxBusyPoll.
 	BusyPoll time.Duration
+	// GRO turns on UDP_GRO for receiving: the kernel may hand over a
+	// train of equal-size datagrams of one flow in one read, and
+	// ReadBatch splits it back into one Message per datagram. Where the
+	// kernel refuses UDP_GRO, the socket reads plain (Conn.GRO reports
+	// which). It costs 512 KiB of receive slots per socket. See "UDP GRO"
+	// in the package documentation.
+	GRO bool
 	// GSO makes WriteBatch send runs of equal-length datagrams to one
 	// address as UDP GSO trains (UDP_SEGMENT) where the kernel offers it,
 	// and fall back to one datagram per sendmmsg slot for good when it

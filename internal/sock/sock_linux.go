@@ -65,6 +65,7 @@ type connSys struct {
 	// allocate a closure.
 	readFn, writeFn func(fd uintptr) bool
 	rHdrs           []mmsghdr
+	gro             *groReader // nil: plain reads (see gro_linux.go)
 	busyPoll        time.Duration
 	// deadline is the read deadline as a monotime.Time (0: none), so a
 	// busy poll stops spinning when it passes.
@@ -162,6 +163,9 @@ func (c *Conn) setup(cfg Config) error {
 		c.sys.gso.init(int(fd), cfg.GSO, c.v6)
 		c.ReadBufferGranted = forceBuffer(int(fd), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.ReadBuffer)
 		c.WriteBufferGranted = forceBuffer(int(fd), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.WriteBuffer)
+		if cfg.GRO && enableGRO(int(fd)) {
+			c.sys.gro = newGROReader()
+		}
 	})
 	if err != nil {
 		return err
@@ -213,6 +217,9 @@ func (c *Conn) join(ifi *net.Interface, group, source netip.Addr) error {
 // one arrives, the read deadline passes or the Conn is closed. It returns
 // how many of b.Msgs were filled. It does not allocate.
 func (c *Conn) ReadBatch(b *Batch) (int, error) {
+	if c.sys.gro != nil {
+		return c.readGRO(b)
+	}
 	s := sysOf(b)
 	for i := range b.Msgs {
 		buf := b.Buffer(i)
