@@ -150,8 +150,9 @@
 // lookup, route, buffer, queueing. Where the kernel offers UDP generic
 // segmentation offload (UDP_SEGMENT, Linux 4.18 and later), the sender
 // hands each run of consecutive packets of one size (the last may be
-// shorter) to the kernel as one "train" of up to 64 packets and 65,507
-// bytes (65,527 over IPv6), and the kernel cuts it into the same datagrams
+// shorter) to the kernel as one "train" of up to 64 packets and 64,000
+// bytes (below the protocol's 65,507; larger trains took a slower kernel
+// path, see internal/sock), and the kernel cuts it into the same datagrams
 // a plain send makes, as late as it can: in the NIC, just before the
 // driver, or on lo and veth when the train reaches a receiving socket.
 // Full packets are all PayloadSize long, so a busy publication sends

@@ -80,7 +80,9 @@
 // message each: a "train" with one iovec per datagram, pointing at the
 // callers' buffers (nothing is copied), and a UDP_SEGMENT control message
 // carrying the segment size, at most 64 datagrams (UDP_MAX_SEGMENTS) and
-// 65,507 bytes (IPv4; 65,527 for IPv6) per train. Several trains and
+// 64,000 bytes per train (the protocol allows 65,507 over IPv4 and 65,527
+// over IPv6, but trains past about 64,900 bytes took a kernel path three
+// times slower per packet: see gsoTrainBytes). Several trains and
 // single datagrams still go in one sendmmsg. The kernel cuts a train into
 // datagrams as late as it can (in the NIC with hardware segmentation,
 // else just before the driver; on lo and veth when it reaches a receiving

@@ -26,9 +26,9 @@ func SetNoCheck(c *Conn) error {
 // MaxGSOBytes is the largest train of an IPv4 or IPv6 Conn.
 func MaxGSOBytes(v6 bool) int {
 	if v6 {
-		return maxGSOBytesIPv6
+		return min(maxGSOBytesIPv6, gsoTrainBytes)
 	}
-	return maxGSOBytesIPv4
+	return min(maxGSOBytesIPv4, gsoTrainBytes)
 }
 
 const MaxGSOSegments = maxGSOSegments
