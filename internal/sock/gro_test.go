@@ -261,13 +261,7 @@ func TestGROZeroAlloc(t *testing.T) {
 	require.NoError(t, rx.SetReadDeadline(time.Now().Add(10*time.Second)))
 	allocs := testing.AllocsPerRun(100, func() {
 		tx.send(t, train, 1472)
-		for got := 0; got < 40; {
-			n, err := rx.ReadBatch(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got += n
-		}
+		readN(t, rx, in, 40)
 	})
 	require.Zero(t, allocs)
 }
@@ -323,13 +317,7 @@ func BenchmarkReadBatchGRO(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				tx.send(b, train, 1472)
-				for got := 0; got < 40; {
-					n, err := rx.ReadBatch(in)
-					if err != nil {
-						b.Fatal(err)
-					}
-					got += n
-				}
+				readN(b, rx, in, 40)
 			}
 		})
 	}
@@ -425,5 +413,16 @@ func BenchmarkReadBatchPlainSender(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// readN reads from rx until n datagrams are in, failing tb on an error.
+func readN(tb testing.TB, rx *sock.Conn, in *sock.Batch, n int) {
+	for got := 0; got < n; {
+		k, err := rx.ReadBatch(in)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		got += k
 	}
 }
