@@ -74,6 +74,13 @@ func (s *gsoSender) send(t testing.TB, p []byte, seg int) {
 // the veth, or ::1) with or without GRO.
 func groRx(t testing.TB, dst netip.AddrPort, gro bool) *sock.Conn {
 	t.Helper()
+	return groRxWith(t, dst, func(c *sock.Config) { c.GRO = gro })
+}
+
+// groRxWith is groRx with the socket's Config changed by set (GRO is off
+// unless set turns it on).
+func groRxWith(t testing.TB, dst netip.AddrPort, set func(*sock.Config)) *sock.Conn {
+	t.Helper()
 	local := netip.AddrPortFrom(netip.IPv4Unspecified(), dst.Port())
 	ifname := "lo"
 	switch {
@@ -82,7 +89,9 @@ func groRx(t testing.TB, dst netip.AddrPort, gro bool) *sock.Conn {
 	case dst.Addr().Is6():
 		local = dst
 	}
-	rx, err := sock.Open(sock.Config{Local: local, ReusePort: true, ReadBuffer: 8 << 20, Timestamps: true, GRO: gro})
+	cfg := sock.Config{Local: local, ReusePort: true, ReadBuffer: 8 << 20, Timestamps: true}
+	set(&cfg)
+	rx, err := sock.Open(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { rx.Close() })
 	if dst.Addr().IsMulticast() {
@@ -90,7 +99,7 @@ func groRx(t testing.TB, dst netip.AddrPort, gro bool) *sock.Conn {
 		require.NoError(t, err)
 		require.NoError(t, rx.Join(ifi, dst.Addr(), netip.Addr{}))
 	}
-	require.Equal(t, gro, rx.GRO(), "UDP_GRO accepted")
+	require.Equal(t, cfg.GRO, rx.GRO(), "UDP_GRO accepted")
 	return rx
 }
 
@@ -271,13 +280,7 @@ func TestGROZeroAlloc(t *testing.T) {
 func TestGROBusyPoll(t *testing.T) {
 	netlab.Require(t)
 	dst := netip.MustParseAddrPort("239.1.3.4:31007")
-	rx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), dst.Port()), ReusePort: true, GRO: true, BusyPoll: sock.MaxBusyPoll})
-	require.NoError(t, err)
-	defer rx.Close()
-	lo, err := net.InterfaceByName("lo")
-	require.NoError(t, err)
-	require.NoError(t, rx.Join(lo, dst.Addr(), netip.Addr{}))
-	require.True(t, rx.GRO())
+	rx := groRxWith(t, dst, func(c *sock.Config) { c.GRO, c.BusyPoll = true, sock.MaxBusyPoll })
 	tx := newGSOSender(t, dst)
 	done := make(chan struct{})
 	go func() {
@@ -331,13 +334,7 @@ func BenchmarkReadBatchGRO(b *testing.B) {
 func TestGRODrops(t *testing.T) {
 	netlab.Require(t)
 	dst := netip.MustParseAddrPort("239.1.3.6:31008")
-	rx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), dst.Port()), ReusePort: true, ReadBuffer: 64 << 10, GRO: true})
-	require.NoError(t, err)
-	defer rx.Close()
-	lo, err := net.InterfaceByName("lo")
-	require.NoError(t, err)
-	require.NoError(t, rx.Join(lo, dst.Addr(), netip.Addr{}))
-	require.True(t, rx.GRO())
+	rx := groRxWith(t, dst, func(c *sock.Config) { c.GRO, c.ReadBuffer = true, 64<<10 })
 	tx := newGSOSender(t, dst)
 	const trains, per = 50, 40
 	for i := range trains {
