@@ -202,13 +202,7 @@ func TestAcceptanceSeveralHostsRestart(t *testing.T) {
 		j.mu.Lock()
 		t.Logf("%s: stale %d (first %q), gaps %d (%d messages), NAKs %d, recovered %d, lost %d (reorder overflows %d), incarnations %d",
 			subHs[i].Name, j.stale, j.firstBad, st.Gaps, st.GapMessages, st.NAKs, st.Recovered, st.LostMessages, st.ReorderOverflows, st.Incarnations)
-		require.Zero(t, j.stale, "stale bytes delivered")
-		require.Zero(t, j.unknown)
-		total := 0
-		for _, c := range j.got {
-			total += c
-		}
-		require.Equal(t, 2*n, total, "both runs delivered whole")
+		j.requireWhole(t, n)
 		j.mu.Unlock()
 	}
 }

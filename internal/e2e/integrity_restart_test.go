@@ -72,6 +72,20 @@ func (j *byteJudge) onMessage(m subscriber.Message) {
 	j.got[m.Stream.Source.Port()]++
 }
 
+// requireWhole asserts that no stale or unknown message was delivered and
+// that the two runs of n messages each were delivered whole. j.mu must be
+// held.
+func (j *byteJudge) requireWhole(t *testing.T, n int) {
+	t.Helper()
+	require.Zero(t, j.stale, "stale bytes delivered")
+	require.Zero(t, j.unknown)
+	total := 0
+	for _, c := range j.got {
+		total += c
+	}
+	require.Equal(t, 2*n, total, "both runs delivered whole")
+}
+
 func (j *byteJudge) count(port uint16) int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -181,13 +195,7 @@ func TestAcceptanceRestartSameSession(t *testing.T) {
 			defer j.mu.Unlock()
 			t.Logf("stale %d (first %q), unknown %d, streams %v; subscriber: recovered %d, lost %d, incarnations %d, suspect restarts %d",
 				j.stale, j.firstBad, j.unknown, j.streamIDs, st.Recovered, st.LostMessages, st.Incarnations, st.SuspectRestarts)
-			require.Zero(t, j.stale, "stale bytes delivered")
-			require.Zero(t, j.unknown)
-			total := 0
-			for _, c := range j.got {
-				total += c
-			}
-			require.Equal(t, 2*n, total, "both runs delivered whole")
+			j.requireWhole(t, n)
 			require.Len(t, j.streamIDs, 2)
 		})
 	}
