@@ -517,11 +517,31 @@ func TestClose(t *testing.T) {
 
 func TestConcurrentPublishers(t *testing.T) {
 	netlab.Require(t)
-	for i, mode := range modes {
-		t.Run(mode.name, func(t *testing.T) {
+	// With fast sends, whether a Publish arrives during another's send
+	// depends on the scheduler (on CI's two loaded cores 6,918 of 7,102
+	// packets went out alone), so only order and content are checked.
+	// A send slowed to 200 µs makes every writer arrive during one: their
+	// messages must then share packets.
+	for i, c := range []struct {
+		name   string
+		inline bool
+		delay  time.Duration
+	}{
+		{"goroutine", false, 0},
+		{"inline", true, 0},
+		{"goroutine/slow-send", false, 200 * time.Microsecond},
+		{"inline/slow-send", true, 200 * time.Microsecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.14"), uint16(31140+i))
 			rx := listen(t, group, "lo")
-			p := open(t, publisher.Config{Group: group, Inline: mode.inline})
+			cfg := publisher.Config{Group: group, Inline: c.inline}
+			if c.delay > 0 {
+				cfg.Wrap = func(pc sock.PacketConn) sock.PacketConn {
+					return &faultyConn{PacketConn: pc, delay: c.delay}
+				}
+			}
+			p := open(t, cfg)
 			const writers, each = 4, 2500
 			seqs := make([][]wire.Seq, writers)
 			var wg sync.WaitGroup
@@ -555,11 +575,13 @@ func TestConcurrentPublishers(t *testing.T) {
 					require.Equal(t, makeMsg(wire.Seq(k), byte(w), 20+k%50), msgs[seq-1])
 				}
 			}
-			// Publishers that come during a send leave their messages
-			// to the sending goroutine, which packs them, Inline or not.
 			st := p.Stats()
 			t.Logf("%d messages in %d packets, %d sent inline", writers*each, st.Packets, st.InlineSends)
-			require.Less(t, st.Packets*2, uint64(writers*each), "concurrent publishers' messages share packets")
+			if c.delay > 0 {
+				// Publishers that come during a send leave their messages
+				// to the one sending, which packs them, Inline or not.
+				require.Less(t, st.Packets*4, uint64(writers*each), "concurrent publishers' messages share packets")
+			}
 		})
 	}
 }
