@@ -264,17 +264,19 @@ func TestSmokeCapacity(t *testing.T) {
 	defer b.Close()
 	sz, err := ParseSizes("64", 1450)
 	require.NoError(t, err)
-	// A fixed start well below any capacity: both probes pass.
+	// A fixed start well below any capacity: both probes pass. (Under
+	// -race with a busy second core the paced sender reached only 97% of
+	// 40,000/s, so the rates stay at 5,000 and 10,000.)
 	res, err := b.Capacity(context.Background(), CapacityCase{
 		System: Mdbus, Sizes: sz, Probe: 300 * time.Millisecond,
-		Search: SearchConfig{Start: 20_000, Factor: 2, MaxProbes: 2},
+		Search: SearchConfig{Start: 5_000, Factor: 2, MaxProbes: 2},
 	})
 	require.NoError(t, err)
 	require.Len(t, res.Probes, 2)
-	require.Equal(t, []float64{20_000, 40_000}, []float64{res.Probes[0].Rate, res.Probes[1].Rate})
-	require.Equal(t, 40_000.0, res.Capacity, "%+v", res.Probes)
+	require.Equal(t, []float64{5_000, 10_000}, []float64{res.Probes[0].Rate, res.Probes[1].Rate})
+	require.Equal(t, 10_000.0, res.Capacity, "%+v", res.Probes)
 	require.Equal(t, LimitProbes, res.Limit)
-	require.InDelta(t, 40_000*64, res.BytesPerSec, 1)
+	require.InDelta(t, 10_000*64, res.BytesPerSec, 1)
 	// Seeded by a free-running probe, bounded to two probes in all.
 	raw, err := b.Capacity(context.Background(), CapacityCase{System: Raw, Sizes: sz, Probe: 300 * time.Millisecond, Search: SearchConfig{MaxProbes: 2}})
 	require.NoError(t, err)
