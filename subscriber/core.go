@@ -87,6 +87,7 @@ type coreConfig struct {
 	ab         bool       // A/B: streams keyed by session only
 	nak        nak.Config // for every stream's detector (Seed is derived per stream)
 	sendNAKs   bool       // a Retransmitter is configured
+	asker      asker      // who is asked: the Retransmitter and its Backups
 	// fullGrace is how long a full reorder buffer of a subscriber that
 	// sends NAKs drops newer packets before it gives up its oldest gap
 	// (see overflow).
@@ -126,6 +127,7 @@ type core struct {
 	src        netip.AddrPort // its source address and port
 
 	// Recovery (see recovery.go).
+	ask     asker                   // the retransmitter asked (failover.go)
 	hist    *hdrhistogram.Histogram // every stream's recovery times, µs; nil until the first
 	retired nak.Stats               // detector counters of forgotten streams
 	nreqs   []nak.Range             // Poll scratch
@@ -221,6 +223,7 @@ func newCore(cfg coreConfig) *core {
 		bySource:     make(map[netip.AddrPort]*stream, cfg.maxStreams),
 		incarnations: make(map[wire.Session]uint32, cfg.maxStreams),
 		timerAt:      maxTime,
+		ask:          cfg.asker,
 	}
 }
 
@@ -992,6 +995,10 @@ func (c *core) stats() Stats {
 		}
 	}
 	st.RecoveryP50, st.RecoveryP99, st.RecoveryMax = percentiles(c.hist)
+	if len(c.ask.addrs) > 0 {
+		st.Asking = c.ask.addrs[c.ask.cur]
+	}
+	st.Failovers = c.ask.switches
 	return st
 }
 

@@ -123,6 +123,11 @@ func newHarness(t testing.TB, cfg Config) *harness {
 	require.NoError(t, err)
 	h.c = newCore(cfg.core())
 	h.r = &reader{c: h.c, batch: sock.NewBatch(1, 0), group: cfg.Group.Addr(), source: cfg.Source}
+	if len(h.c.ask.addrs) == 0 {
+		// No Retransmitter, so no repair socket in a real subscriber;
+		// feedRepair still stands for one, answering from repairer.
+		h.c.ask.addrs = []netip.AddrPort{repairer}
+	}
 	return h
 }
 
@@ -156,7 +161,7 @@ func (h *harness) feedRepair(b []byte) {
 	r := h.r
 	saved := *r
 	r.repair, r.group, r.source, r.feed = true, netip.Addr{}, netip.Addr{}, FeedRepair
-	h.feedMsg(sock.Message{Buf: b, Addr: repairer, Dst: netip.MustParseAddr("127.0.0.1")})
+	h.feedMsg(sock.Message{Buf: b, Addr: h.c.ask.addrs[0], Dst: netip.MustParseAddr("127.0.0.1")})
 	r.repair, r.group, r.source, r.feed = saved.repair, saved.group, saved.source, saved.feed
 }
 

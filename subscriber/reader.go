@@ -24,10 +24,10 @@ type reader struct {
 	source netip.Addr
 	// repair marks the datagrams as repairs (see core.handlePacket).
 	repair bool
-	// from, when valid, is the only sender accepted on a repair socket:
-	// the address and port of the retransmitter (port 0: any port). With
-	// repair set and from invalid, every sender is accepted and counted
-	// as unverified.
+	// from, when valid, is the only sender accepted on the repair group
+	// (port 0: any port). With repair set and from invalid, every sender
+	// is accepted and counted as unverified. The unicast repair socket
+	// (feed FeedRepair) accepts only the retransmitters (core.ask).
 	from netip.AddrPort
 	// feed is the socket's role, for the per-feed counters.
 	feed Feed
@@ -70,7 +70,7 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 			c.drop(DropWrongGroup)
 		case r.source.IsValid() && src.Addr() != r.source:
 			c.drop(DropWrongSource)
-		case r.repair && !r.trusted(src):
+		case r.repair && !r.trusted(src, now):
 			c.drop(DropUntrustedRepair)
 		default:
 			c.handleDatagram(src, m.Buf, now, r.repair)
@@ -84,14 +84,17 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 }
 
 // trusted reports whether a repair from src may be used, counting the
-// ones accepted unchecked.
-func (r *reader) trusted(src netip.AddrPort) bool {
+// ones accepted unchecked, and notes an answer from the retransmitter
+// being asked (see asker).
+func (r *reader) trusted(src netip.AddrPort, now monotime.Time) bool {
 	switch {
+	case r.feed == FeedRepair:
+		return r.c.ask.trusts(src, now)
 	case !r.from.IsValid():
 		r.c.st.UnverifiedRepairs++
-		return true
-	case src.Addr() != r.from.Addr():
+	case src.Addr() != r.from.Addr(), r.from.Port() != 0 && src.Port() != r.from.Port():
 		return false
 	}
-	return r.from.Port() == 0 || src.Port() == r.from.Port()
+	r.c.ask.hear(now)
+	return true
 }

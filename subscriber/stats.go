@@ -3,6 +3,7 @@ package subscriber
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/mdbus/mdbus/nak"
@@ -229,6 +230,11 @@ type Stats struct {
 	// messages they asked for (retries included). NAKErrors counts
 	// re-requests the repair socket failed to send.
 	NAKs, NAKMessages, NAKErrors uint64
+	// Asking is the retransmitter re-requests go to now (Config.Retransmitter
+	// or one of Config.Backups); Failovers counts the times the one asked
+	// was left for the next because it did not answer (Config.Failover).
+	Asking    netip.AddrPort
+	Failovers uint64
 	// Suppressed is the missing messages that arrived before their first
 	// NAK was due, so it was never sent (a repair heard on the repair
 	// group, the other A/B feed, or plain reordering).

@@ -171,6 +171,20 @@ type Config struct {
 	// neither RepairGroup nor Secondary is set, nothing but reordering can
 	// fill a gap, so the deadline is DefaultReorderWindow instead).
 	Retransmitter netip.AddrPort
+	// Backups are further retransmitters of the Retransmitter's address
+	// family (a second retransmit.Server, a rewinder of the journal),
+	// asked in turn when the one asked stops answering: after Failover
+	// of re-requests with no answer from it, the next of [Retransmitter,
+	// Backups...] is asked, round robin (Stats.Failovers,
+	// Stats.Asking). Repairs are accepted from every one of them. At
+	// most MaxBackups; none without a Retransmitter.
+	Backups []netip.AddrPort
+	// Failover is how long re-requests may go unanswered by the
+	// retransmitter asked before the next is asked (with Backups).
+	// Default five NAK retry intervals (50 ms with nak's defaults); keep
+	// it well below the NAK deadline, so that the backup has time to
+	// answer before the gap is given up.
+	Failover time.Duration
 	// RepairGroup, when valid, is a multicast group also joined on
 	// Interface; every packet from it is a repair.
 	RepairGroup netip.AddrPort
@@ -302,6 +316,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: retransmitter %s: want a unicast address and a port", ErrConfig, c.Retransmitter)
 		}
 	}
+	if err := c.backups(); err != nil {
+		return c, err
+	}
 	if c.RepairSource.IsValid() {
 		if !c.RepairGroup.IsValid() {
 			return c, fmt.Errorf("%w: repair source %s without a repair group", ErrConfig, c.RepairSource)
@@ -377,6 +394,7 @@ func (c Config) core() coreConfig {
 		ab:         c.Secondary.IsValid(),
 		nak:        nc,
 		sendNAKs:   c.Retransmitter.IsValid(),
+		asker:      c.asker(),
 		fullGrace:  2 * cmp.Or(nc.Retry, nak.DefaultRetry),
 		lossPolicy: c.LossPolicy,
 		onMessage:  c.OnMessage,
@@ -503,7 +521,7 @@ func open(cfg Config) (s *Subscriber, err error) {
 			pc = cfg.WrapRepair(pc)
 		}
 		s.repair = pc
-		s.addReader(pc, repairBatchSize, netip.Addr{}, netip.Addr{}, FeedRepair).from = cfg.Retransmitter
+		s.addReader(pc, repairBatchSize, netip.Addr{}, netip.Addr{}, FeedRepair)
 		s.out = sock.NewBatch(requestBatchSize, 0)
 		s.reqBuf = make([]byte, requestBatchSize*wire.RequestLen)
 	}

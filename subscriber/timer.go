@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/monotime"
@@ -24,11 +25,22 @@ func (s *Subscriber) runTimer() {
 	t := time.NewTimer(idleWait)
 	defer t.Stop()
 	for {
+		now := monotime.Now()
 		s.c.mu.Lock()
-		reqs, next, ok := s.c.poll(monotime.Now(), s.reqs[:0])
+		reqs, next, ok := s.c.poll(now, s.reqs[:0])
+		var to, from netip.AddrPort
+		switched := false
+		if s.repair != nil {
+			from = s.c.ask.addrs[s.c.ask.cur]
+			to, switched = s.c.ask.target(now, len(reqs) > 0)
+		}
 		s.c.mu.Unlock()
+		if switched {
+			s.cfg.Logger.Warn("subscriber: retransmitter not answering; asking the next",
+				"silent", from, "for", s.cfg.Failover, "asking", to)
+		}
 		s.reqs = reqs
-		s.send(reqs)
+		s.send(reqs, to)
 		wait := idleWait
 		if ok {
 			wait = max(next.Sub(monotime.Now()), 0)
@@ -44,10 +56,10 @@ func (s *Subscriber) runTimer() {
 }
 
 // send sends the re-requests from the unicast repair socket to the
-// retransmitter, requestBatchSize per sendmmsg, from preallocated buffers.
-// A failed send is counted in Stats.NAKErrors (the detector asks again
-// after its retry interval) and the first is logged.
-func (s *Subscriber) send(reqs []wire.Request) {
+// retransmitter to, requestBatchSize per sendmmsg, from preallocated
+// buffers. A failed send is counted in Stats.NAKErrors (the detector asks
+// again after its retry interval) and the first is logged.
+func (s *Subscriber) send(reqs []wire.Request, to netip.AddrPort) {
 	if s.repair == nil {
 		return
 	}
@@ -55,7 +67,7 @@ func (s *Subscriber) send(reqs []wire.Request) {
 		n := min(len(reqs), len(s.out.Msgs))
 		for i, r := range reqs[:n] {
 			b := s.reqBuf[i*wire.RequestLen : i*wire.RequestLen : (i+1)*wire.RequestLen]
-			s.out.Msgs[i] = sock.Message{Buf: wire.AppendRequest(b, r), Addr: s.cfg.Retransmitter}
+			s.out.Msgs[i] = sock.Message{Buf: wire.AppendRequest(b, r), Addr: to}
 		}
 		sent, err := s.repair.WriteBatch(s.out, n)
 		if err != nil {
@@ -65,7 +77,7 @@ func (s *Subscriber) send(reqs []wire.Request) {
 			failed := uint64(len(reqs) - sent)
 			if s.nakErrors.Add(failed) == failed {
 				s.cfg.Logger.Warn("subscriber: sending re-requests failed; counting further failures in Stats.NAKErrors",
-					"retransmitter", s.cfg.Retransmitter, "err", err)
+					"retransmitter", to, "err", err)
 			}
 			return
 		}

@@ -73,6 +73,26 @@ func parseAddr(flagName, val string, multicast bool) (netip.AddrPort, error) {
 	return a, nil
 }
 
+// parseAddrs parses a comma-separated list of unicast address:port
+// (empty: none).
+func parseAddrs(flagName, val string) ([]netip.AddrPort, error) {
+	if val == "" {
+		return nil, nil
+	}
+	var out []netip.AddrPort
+	for f := range strings.SplitSeq(val, ",") {
+		a, err := parseAddr(flagName, strings.TrimSpace(f), false)
+		if err != nil {
+			return nil, err
+		}
+		if !a.IsValid() {
+			return nil, usageErr("%s %q: an empty address in the list", flagName, val)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
 func runPub(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("pub", "[flags]", `Publishes MoldUDP64 packets to a multicast group. Without --synthetic it sends
 each line of standard input as one message (the newline removed) and ends

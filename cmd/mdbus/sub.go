@@ -39,7 +39,8 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
 	noGRO := fs.Bool("no-gro", false, "read the feed without UDP_GRO (one datagram per read slot; for comparing, or a kernel whose GRO misbehaves)")
 	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
-	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to")
+	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to; a comma-separated list adds backups, asked in turn when the one asked stops answering")
+	failover := fs.Duration("failover", 0, "with several --retransmit addresses: how long re-requests may go unanswered before the next is asked (default 50ms)")
 	repair := fs.String("repair-group", "", "also join this multicast group:port for repairs")
 	repairSrc := fs.String("repair-source", "", "with --repair-group: accept repairs only from this address (the retransmitter's; unset: any sender, counted as unverified)")
 	secondary := fs.String("secondary", "", "A/B: second feed group:port carrying the same sessions")
@@ -53,9 +54,13 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	if err != nil {
 		return err
 	}
-	retrAddr, err := parseAddr("--retransmit", *retr, false)
+	retrAddrs, err := parseAddrs("--retransmit", *retr)
 	if err != nil {
 		return err
+	}
+	var retrAddr netip.AddrPort
+	if len(retrAddrs) > 0 {
+		retrAddr = retrAddrs[0]
 	}
 	repairG, err := parseAddr("--repair-group", *repair, true)
 	if err != nil {
@@ -108,7 +113,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 	scfg := subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO,
-		Retransmitter: retrAddr, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
+		Retransmitter: retrAddr, Backups: retrAddrs[min(1, len(retrAddrs)):], Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
 		Wrap: wrap, WrapSecondary: wrap2,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()

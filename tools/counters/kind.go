@@ -39,6 +39,7 @@ const (
 	SubHeld        Kind = 32 // gauge: packets in reorder buffers
 	SubStreams     Kind = 33 // gauge
 	SubHeartbeats  Kind = 34
+	SubFailovers   Kind = 35 // retransmitters left for the next (subscriber.Config.Backups)
 
 	// Subscriber, per stream (owner "NAME/SESSION@SOURCE").
 	StreamNextSeq     Kind = 40 // gauge
@@ -98,6 +99,7 @@ var kinds = map[Kind]kindInfo{
 	SubHeld:        {"subscriber_reorder_held", "", "packets held in reorder buffers", Gauge, 0},
 	SubStreams:     {"subscriber_streams", "", "streams known", Gauge, 0},
 	SubHeartbeats:  {"subscriber_heartbeats_total", "", "heartbeats received", Counter, 0},
+	SubFailovers:   {"subscriber_failovers_total", "", "retransmitters left for the next because they did not answer", Counter, 0},
 
 	StreamNextSeq:     {"stream_next_sequence", "", "next sequence to deliver", Gauge, 0},
 	StreamMessages:    {"stream_messages_total", "", "messages delivered", Counter, 0},

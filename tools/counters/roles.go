@@ -54,7 +54,7 @@ func AttachSubscriberFuncs(f *File, name string, stats func() subscriber.Stats, 
 	dgrams, pkts, msgs, bytes := sl(SubDatagrams), sl(SubPackets), sl(SubMessages), sl(SubBytes)
 	dups, gaps, naks, repairs := sl(SubDuplicates), sl(SubGaps), sl(SubNAKs), sl(SubRepairs)
 	rec, lost, kdrops, held := sl(SubRecovered), sl(SubLost), sl(SubKernelDrops), sl(SubHeld)
-	nstreams, hbs := sl(SubStreams), sl(SubHeartbeats)
+	nstreams, hbs, failovers := sl(SubStreams), sl(SubHeartbeats), sl(SubFailovers)
 	var drops [subscriber.NumDropReasons]*Slot // added at the first drop of each reason
 	type streamSlots struct {
 		slots    [12]*Slot
@@ -81,6 +81,7 @@ func AttachSubscriberFuncs(f *File, name string, stats func() subscriber.Stats, 
 		held.Set(int64(st.Held))
 		nstreams.Set(int64(st.Streams))
 		hbs.SetUint(st.Heartbeats)
+		failovers.SetUint(st.Failovers)
 		for r, n := range st.Drops {
 			if n == 0 {
 				continue

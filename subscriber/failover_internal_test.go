@@ -1,0 +1,49 @@
+package subscriber
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAskerTarget(t *testing.T) {
+	a, b, c := netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.0.0.3:1")
+	ms := func(n int) monotime.Time { return monotime.Time(time.Duration(n) * time.Millisecond) }
+	k := asker{addrs: []netip.AddrPort{a, b, c}, after: 50 * time.Millisecond, quiet: time.Second}
+	step := func(at int, asking bool, want netip.AddrPort, wantSwitch bool) {
+		t.Helper()
+		got, sw := k.target(ms(at), asking)
+		require.Equal(t, want, got, "at %d ms", at)
+		require.Equal(t, wantSwitch, sw, "switch at %d ms", at)
+	}
+	step(0, true, a, false)
+	step(20, true, a, false)
+	step(40, false, a, false) // nothing to ask: nothing changes
+	step(50, true, b, true)   // a silent for 50 ms of asking
+	require.True(t, k.trusts(b, ms(60)), "an answer from the one asked")
+	require.True(t, k.trusts(a, ms(61)), "a late answer from the one left is still trusted")
+	require.False(t, k.trusts(netip.MustParseAddrPort("10.0.0.1:2"), ms(61)), "another port is not")
+	step(70, true, b, false)  // b answered: a new run from 70
+	step(119, true, b, false) // 49 ms
+	step(120, true, c, true)
+	step(170, true, a, true) // round robin
+	require.EqualValues(t, 3, k.switches)
+	// A pause longer than quiet starts a new run, whatever went before.
+	step(1200, true, a, false)
+	step(1249, true, a, false)
+	step(1250, true, b, true)
+	// The repair group's datagrams count as answers (hear).
+	k.hear(ms(1260))
+	step(1300, true, b, false)
+	step(1349, true, b, false)
+
+	one := asker{addrs: []netip.AddrPort{a}, after: time.Millisecond, quiet: time.Second}
+	for i := range 10 {
+		got, sw := one.target(ms(10*i), true)
+		require.Equal(t, a, got)
+		require.False(t, sw, "nobody to fail over to")
+	}
+}

@@ -1,0 +1,149 @@
+package subscriber_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFailoverToBackup: the Retransmitter is down (a socket that never
+// answers), the backup is a real server. The gap is asked of the first,
+// then, after Failover without an answer, of the backup, which repairs
+// it; later gaps go straight to the backup.
+func TestFailoverToBackup(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.7.3.40:31070")
+	cache := retransmit.NewCache(retransmit.CacheConfig{})
+	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
+	dead := newFakeRetransmitter(t)
+	// Retries at 10, 30, 70, 150, 310, 630, 1270 ms: the last is past
+	// Failover and goes to the backup. Failover is long because answers
+	// come late under -race on a loaded machine (GOMAXPROCS=1 with a
+	// busy second core: repairs took up to 850 ms), and an answer later
+	// than Failover leaves the backup too.
+	s, k := subscribe(t, subscriber.Config{
+		Group: group, Retransmitter: dead.conn.LocalAddr(), Backups: []netip.AddrPort{srv.Addr()},
+		Failover: time.Second,
+		NAK:      nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 5 * time.Second, Deadline: 20 * time.Second},
+	})
+	require.Equal(t, dead.conn.LocalAddr(), s.Stats().Asking)
+	pub := newFeed(t, group, "lo", lo4, sess1, cache)
+	id := pub.id()
+	pub.send(pub.packets(500, 5), func(i int) bool { return i == 10 }, datagramsRead(t, s))
+	eventually(t, func() bool { return k.count(id) == 500 }, "all delivered through the backup")
+	k.check(t)
+	require.Equal(t, seqs(1, 501), k.delivered(id))
+	require.Empty(t, k.lost())
+	st := s.Stats()
+	require.EqualValues(t, 1, st.Failovers)
+	require.Equal(t, srv.Addr(), st.Asking)
+	require.EqualValues(t, 5, st.Recovered)
+	reqs, _ := dead.collect(50 * time.Millisecond)
+	require.GreaterOrEqual(t, len(reqs), 3, "asked the first retransmitter, then again, before leaving it (7 on time)")
+	for _, r := range reqs {
+		require.Equal(t, wire.Request{Session: sess1, Seq: 51, Count: 5}, r)
+	}
+	require.Positive(t, srv.Stats().Answered)
+
+	// The backup answers: the next gap is asked of it alone.
+	pub.send(pub.packets(500, 5), func(i int) bool { return i == 20 }, datagramsRead(t, s))
+	eventually(t, func() bool { return k.count(id) == 1000 }, "the second gap repaired")
+	k.check(t)
+	require.Empty(t, k.lost())
+	require.EqualValues(t, 1, s.Stats().Failovers)
+	reqs, _ = dead.collect(50 * time.Millisecond)
+	require.Empty(t, reqs, "the retransmitter left is not asked while the backup answers")
+}
+
+// TestFailoverRoundRobin: neither retransmitter answers; the gap is asked
+// of each in turn, back to the first, until its deadline.
+func TestFailoverRoundRobin(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.7.3.41:31071")
+	one, two := newFakeRetransmitter(t), newFakeRetransmitter(t)
+	s, k := subscribe(t, subscriber.Config{
+		Group: group, Retransmitter: one.conn.LocalAddr(), Backups: []netip.AddrPort{two.conn.LocalAddr()},
+		Failover: 30 * time.Millisecond,
+		NAK:      nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 20 * time.Millisecond, Deadline: 400 * time.Millisecond},
+	})
+	pub := newFeed(t, group, "lo", lo4, sess1, nil)
+	pub.send(pub.packets(100, 5), func(i int) bool { return i == 3 }, datagramsRead(t, s))
+	eventually(t, func() bool { return len(k.lost()) == 1 }, "the gap given up at its deadline")
+	require.Equal(t, []subscriber.Loss{{Stream: pub.id(), From: 16, To: 21}}, k.lost())
+	st := s.Stats()
+	require.GreaterOrEqual(t, st.Failovers, uint64(2), "to the backup and back")
+	r1, _ := one.collect(50 * time.Millisecond)
+	r2, _ := two.collect(50 * time.Millisecond)
+	t.Logf("failovers %d; requests %d to the first, %d to the backup", st.Failovers, len(r1), len(r2))
+	require.GreaterOrEqual(t, len(r1), 2)
+	require.NotEmpty(t, r2)
+	require.EqualValues(t, len(r1)+len(r2), st.NAKs, "every re-request went to one of the two")
+}
+
+// TestFailoverStaysWhileAnswered: a retransmitter that answers is never
+// left, and the backup never asked.
+func TestFailoverStaysWhileAnswered(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.7.3.42:31072")
+	cache := retransmit.NewCache(retransmit.CacheConfig{})
+	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
+	backup := newFakeRetransmitter(t)
+	s, k := subscribe(t, subscriber.Config{
+		Group: group, Retransmitter: srv.Addr(), Backups: []netip.AddrPort{backup.conn.LocalAddr()},
+		Failover: 2 * time.Second, NAK: nak.Config{Seed: 1, Deadline: 10 * time.Second},
+	})
+	pub := newFeed(t, group, "lo", lo4, sess1, cache)
+	pub.send(pub.packets(1000, 5), func(i int) bool { return i%10 == 7 }, datagramsRead(t, s))
+	eventually(t, func() bool { return k.count(pub.id()) == 1000 }, "all delivered")
+	k.check(t)
+	st := s.Stats()
+	t.Logf("server %+v; NAKs %d, recovery p99 %v max %v", srv.Stats(), st.NAKs, st.RecoveryP99, st.RecoveryMax)
+	require.Zero(t, st.Failovers)
+	require.Equal(t, srv.Addr(), st.Asking)
+	require.EqualValues(t, 20, st.Gaps)
+	reqs, _ := backup.collect(50 * time.Millisecond)
+	require.Empty(t, reqs)
+}
+
+// TestBackupRepairsTrusted: a repair from any listed retransmitter is
+// used, the one asked or not; one from any other address or port is
+// dropped as untrusted.
+func TestBackupRepairsTrusted(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.7.3.43:31073")
+	silent := newFakeRetransmitter(t)
+	backup, stranger := newFakeRetransmitter(t), newFakeRetransmitter(t)
+	s, k := subscribe(t, subscriber.Config{
+		Group: group, Retransmitter: silent.conn.LocalAddr(), Backups: []netip.AddrPort{backup.conn.LocalAddr()},
+		Failover: time.Minute, NAK: slowRetry,
+	})
+	pub := newFeed(t, group, "lo", lo4, sess1, nil)
+	dgs := pub.packets(100, 5)
+	pub.send(dgs, func(i int) bool { return i == 3 || i == 6 }, datagramsRead(t, s))
+	id := pub.id()
+	eventually(t, func() bool { return s.Stats().Gaps == 2 }, "two gaps")
+	repairFrom := func(c *sock.Conn, d []byte) {
+		t.Helper()
+		require.NoError(t, c.WriteTo(d, s.RepairAddr()))
+	}
+	repairFrom(stranger.conn, dgs[3])
+	eventually(t, func() bool { return s.Stats().Drops[subscriber.DropUntrustedRepair] == 1 }, "the stranger's repair dropped")
+	require.Equal(t, 15, k.count(id))
+	repairFrom(backup.conn, dgs[3])
+	repairFrom(backup.conn, dgs[6])
+	eventually(t, func() bool { return k.count(id) == 100 }, "the backup's repairs used though it was not asked")
+	k.check(t)
+	st := s.Stats()
+	require.EqualValues(t, 10, st.Recovered)
+	require.EqualValues(t, 1, st.Drops[subscriber.DropUntrustedRepair])
+	require.Zero(t, st.Failovers)
+	require.Equal(t, silent.conn.LocalAddr(), st.Asking)
+}
