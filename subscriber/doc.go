@@ -69,8 +69,8 @@
 // session (see Streams) and never start a stream (DropUnknownRepair).
 //
 // Who may repair: the repair socket accepts datagrams only from the
-// Retransmitter's address and port, the repair group only from
-// Config.RepairSource (any port); others are dropped
+// Retransmitter's and the Backups' addresses and ports, the repair group
+// only from Config.RepairSource (any port); others are dropped
 // (DropUntrustedRepair). Without a RepairSource every sender on the repair
 // group is accepted, and counted (Stats.UnverifiedRepairs). A repair never
 // moves a stream beyond MaxGap (see The bounded-gap rule).
@@ -235,7 +235,8 @@
 // (a new gap due sooner wakes it through a one-slot channel), then, under
 // the subscriber's mutex, polls every stream with gaps. The re-requests
 // due (wire.Request, one per range) are sent after the mutex is released,
-// from preallocated buffers, on the repair socket to Config.Retransmitter;
+// from preallocated buffers, on the repair socket to the retransmitter
+// asked (Config.Retransmitter, or a backup after a failover);
 // the answers arrive on the repair socket (or, when the retransmitter
 // multicasts them, on the repair group) and fill the stream. Whatever
 // arrives for a tracked gap, by any socket, cancels its NAKs and records
@@ -243,6 +244,23 @@
 // 1 µs to 60 s) and in the subscriber's total, which Stats summarises and
 // RecoveryHistogram copies (for .hgrm output). RepairAddr tells where the
 // repair socket is bound.
+//
+// Backups and failover: with Config.Backups, the re-requests go to one
+// retransmitter at a time, the Retransmitter first. When the one asked
+// has sent nothing back for Config.Failover (default five NAK.Retry, 50
+// ms) while re-requests to it were outstanding, the next in [Retransmitter,
+// Backups...] is asked, round robin, and the switch is logged and counted
+// (Stats.Failovers; Stats.Asking names the one asked). "Sent back" is any
+// trusted datagram from it on the repair socket, or any on the repair
+// group. The detector's retries carry the gaps over: a range asked of a
+// dead retransmitter is asked of the next at its next retry, so the
+// deadline must leave room for Failover plus a retry interval (the
+// defaults leave 900 ms). A pause in re-requests longer than the NAK
+// deadline starts afresh: no gap outlives it. One retransmitter that is up
+// but no longer holds a range is left as well, since a backup (a rewinder
+// with a journal) may hold more; one that answers slower than Failover is
+// left too, which costs a round of asking and nothing else. Every one
+// listed is trusted for repairs, asked or not (see Who may repair).
 //
 // Tail loss, the last packets before a pause, leaves no later packet to
 // reveal it: the publisher's heartbeats carry the next sequence, so a
