@@ -45,8 +45,8 @@ func TestParseAddrs(t *testing.T) {
 // anything is opened.
 func TestSubBackupErrors(t *testing.T) {
 	for bad, why := range map[string]string{
-		"127.0.0.1:5000,[::1]:5000":          "address family",
-		"127.0.0.1:5000,127.0.0.1:5000":      "listed twice",
+		"127.0.0.1:5000,[::1]:5000":     "address family",
+		"127.0.0.1:5000,127.0.0.1:5000": "listed twice",
 		"127.0.0.1:1,127.0.0.2:1,127.0.0.3:1,127.0.0.4:1,127.0.0.5:1,127.0.0.6:1,127.0.0.7:1,127.0.0.8:1,127.0.0.9:1": "at most",
 	} {
 		err := runSub(t.Context(), []string{"--group", "239.1.1.1:5000", "--retransmit", bad}, io.Discard)
