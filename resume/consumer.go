@@ -29,7 +29,8 @@ type Config struct {
 	// Feed is the live subscription. Its StartSeq, OnMessage and OnEnd
 	// are the consumer's (it joins live and decides per stream where to
 	// start); its OnLoss reports live losses; its Retransmitter, when
-	// set, also serves the history (RequestHistory).
+	// set, also serves the history (RequestHistory), and so do its
+	// Backups, in turn, for what it did not have.
 	Feed subscriber.Config
 	// Checkpoint, when not nil, gives each known session's restart point
 	// and records every delivery.
@@ -41,7 +42,8 @@ type Config struct {
 	// retransmitter, and maps a StartTime to a sequence (required for it).
 	Journal *journal.Journal
 	// History, when not empty, replaces the default history sources
-	// (the Journal, then RequestHistory{Feed.Retransmitter}).
+	// (the Journal, then RequestHistory{Feed.Retransmitter}, then one
+	// for each of Feed.Backups).
 	History []History
 	// MaxBuffered and MaxBufferedBytes bound the live messages held per
 	// stream while its history is fetched; defaults DefaultMaxBuffered
@@ -69,7 +71,7 @@ type Stats struct {
 	Overflows   uint64 // times a catch-up's live buffer filled and was dropped
 	BufferedMax int    // most live messages held by one catch-up
 	LostHistory uint64 // messages no history source had (reported with OnLoss)
-	Err         error  // the first history or checkpoint error
+	Err         error  // the first checkpoint error, or history error that left a range unfetched (one a later source covered is only logged)
 }
 
 // Consumer delivers a feed from a start position: for each stream it
@@ -149,6 +151,9 @@ func New(cfg Config) (*Consumer, error) {
 		}
 		if cfg.Feed.Retransmitter.IsValid() {
 			c.sources = append(c.sources, RequestHistory{Addr: cfg.Feed.Retransmitter})
+			for _, b := range cfg.Feed.Backups {
+				c.sources = append(c.sources, RequestHistory{Addr: b})
+			}
 		}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -335,6 +340,7 @@ func (c *Consumer) catchUp(s *cstream) {
 		}
 		c.mu.Unlock()
 		pos := s.next
+		var failed error // the last source's failure, reported only if nobody covered for it
 		for _, h := range c.sources {
 			if pos >= target {
 				break
@@ -345,9 +351,12 @@ func (c *Consumer) catchUp(s *cstream) {
 				return
 			}
 			if err != nil {
-				c.latch(err)
+				failed = err
 				c.cfg.Logger.Warn("resume: history source failed; trying the next", "stream", s.id, "err", err)
 			}
+		}
+		if pos < target && failed != nil {
+			c.latch(failed)
 		}
 		if pos < target {
 			// Nobody holds [pos, target): report it and go on after it.

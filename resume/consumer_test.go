@@ -3,6 +3,7 @@ package resume
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -131,4 +132,34 @@ func TestConsumerResumes(t *testing.T) {
 	require.Equal(t, uint64(1), st.CatchUps)
 	require.Zero(t, st.LostHistory)
 	require.GreaterOrEqual(t, st.History, uint64(119_000))
+}
+
+// TestConsumerHistoryFromBackup: the feed's Retransmitter is down (its
+// port refuses); the history comes from its backup, the next source, and
+// the refusal, covered, is logged but not reported as the consumer's
+// error.
+func TestConsumerHistoryFromBackup(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.192.40.2:32402")
+	f := newFeed(t, group, "BACKUP")
+	dead, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	require.NoError(t, err)
+	deadAddr := dead.LocalAddr().(*net.UDPAddr).AddrPort()
+	require.NoError(t, dead.Close()) // nothing listens there now
+	f.publish(t, 1, 5001)
+	col := &collector{next: 1}
+	c, err := New(Config{
+		Feed:  subscriber.Config{Group: group, Retransmitter: deadAddr, Backups: []netip.AddrPort{f.srv.Addr()}},
+		Start: Start{Kind: StartSession}, OnMessage: col.on,
+	})
+	require.NoError(t, err)
+	f.publish(t, 5001, 6001) // live, after the join
+	col.wait(t, 6000)
+	require.NoError(t, c.Close())
+	st := c.Stats()
+	t.Logf("%+v", st)
+	require.NoError(t, st.Err)
+	require.Zero(t, st.LostHistory)
+	require.GreaterOrEqual(t, st.History, uint64(5000))
+	require.Positive(t, f.srv.Stats().Answered)
 }
