@@ -38,6 +38,10 @@ type Config struct {
 	// Upstream, when valid, is the retransmitter asked for whatever the
 	// recorder's own socket missed, so the journal has no holes.
 	Upstream netip.AddrPort
+	// UpstreamBackups are asked in turn when Upstream stops answering
+	// (see subscriber.Config.Backups), and for what it could not fill
+	// after a restart.
+	UpstreamBackups []netip.AddrPort
 	// RepairGroup, when valid, is the repair group joined as well (with
 	// Upstream: repairs multicast there fill the recorder's holes too).
 	RepairGroup netip.AddrPort
@@ -96,10 +100,10 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 		cfg.NAK.Deadline = DefaultNAKDeadline
 	}
 	r := &Recorder{tap: newTap(cfg.Journal, orDiscard(cfg.Logger))}
-	r.tap.upstream = cfg.Upstream
+	r.tap.setUpstreams(cfg.Upstream, cfg.UpstreamBackups)
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, RepairGroup: cfg.RepairGroup,
+		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, RepairGroup: cfg.RepairGroup,
 		StartSeq: cfg.StartSeq, NAK: cfg.NAK, Wrap: cfg.Wrap,
 		OnMessage: r.tap.message,
 		OnEnd:     r.tap.end,

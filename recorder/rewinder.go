@@ -46,6 +46,10 @@ type RewinderConfig struct {
 	// its own feed socket missed, so its history has no holes: a kernel
 	// drop costs a re-request, not the cached range.
 	Upstream netip.AddrPort
+	// UpstreamBackups are asked in turn when Upstream stops answering
+	// (see subscriber.Config.Backups), and for what it could not fill
+	// after a restart.
+	UpstreamBackups []netip.AddrPort
 	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
 	// its Deadline defaults to DefaultNAKDeadline.
 	NAK nak.Config
@@ -124,7 +128,7 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	srvCfg.Sources = []retransmit.Source{r.cache}
 	if cfg.Journal != nil {
 		r.tap = newTap(cfg.Journal, orDiscard(cfg.Logger))
-		r.tap.upstream = cfg.Upstream
+		r.tap.setUpstreams(cfg.Upstream, cfg.UpstreamBackups)
 		srvCfg.Sources = append(srvCfg.Sources, cfg.Journal)
 	}
 	srvCfg.Sources = append(srvCfg.Sources, cfg.Server.Sources...)
@@ -144,7 +148,7 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	}
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, NAK: cfg.NAK, Wrap: cfg.Wrap,
+		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, NAK: cfg.NAK, Wrap: cfg.Wrap,
 		OnMessage: r.onMessage,
 		OnEnd:     r.onEnd,
 	})

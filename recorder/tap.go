@@ -26,7 +26,7 @@ type tap struct {
 	j        *journal.Journal
 	log      *slog.Logger
 	now      func() int64   // receive time, ns since the Unix epoch
-	upstream netip.AddrPort // fills the range between a resumed incarnation and the live feed
+	upstreams []netip.AddrPort // fill the range between a resumed incarnation and the live feed, in turn
 
 	mu      sync.Mutex
 	writers map[subscriber.StreamID]*journal.Writer
@@ -117,6 +117,14 @@ func (t *tap) create(m subscriber.Message) *journal.Writer {
 	return w
 }
 
+// setUpstreams sets the retransmitters a resumed incarnation is filled
+// from: up (when valid), then backups.
+func (t *tap) setUpstreams(up netip.AddrPort, backups []netip.AddrPort) {
+	if up.IsValid() {
+		t.upstreams = append([]netip.AddrPort{up}, backups...)
+	}
+}
+
 // resumeTimeout bounds the fetch that continues a resumed incarnation.
 const resumeTimeout = 30 * time.Second
 
@@ -136,18 +144,24 @@ func (t *tap) resume(id subscriber.StreamID, seq wire.Seq) *journal.Writer {
 		return nil // ended, busy, compressed or damaged: a new incarnation
 	}
 	if w.Next() < seq {
-		if !t.upstream.IsValid() {
+		if len(t.upstreams) == 0 {
 			w.Close()
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), resumeTimeout)
 		from := w.Next()
-		_, err := resume.RequestHistory{Addr: t.upstream}.Fetch(ctx, id.Session, from, seq, func(s wire.Seq, msg []byte) error {
-			return w.Append(s, t.now(), msg)
-		})
+		var err error
+		for _, up := range t.upstreams {
+			if w.Next() >= seq {
+				break
+			}
+			_, err = resume.RequestHistory{Addr: up}.Fetch(ctx, id.Session, w.Next(), seq, func(s wire.Seq, msg []byte) error {
+				return w.Append(s, t.now(), msg)
+			})
+		}
 		cancel()
 		t.st.Filled += uint64(w.Next() - from)
-		if err != nil || w.Next() < seq {
+		if w.Next() < seq {
 			t.log.Warn("recorder: could not fill the range since the last run; new journal incarnation",
 				"stream", id, "from", w.Next(), "to", seq, "err", err)
 			w.Close()

@@ -93,6 +93,16 @@ func parseAddrs(flagName, val string) ([]netip.AddrPort, error) {
 	return out, nil
 }
 
+// parseRetransmitters parses a list of retransmitters: the first is asked
+// first, the rest are its backups (subscriber.Config.Backups).
+func parseRetransmitters(flagName, val string) (first netip.AddrPort, backups []netip.AddrPort, err error) {
+	all, err := parseAddrs(flagName, val)
+	if len(all) == 0 || err != nil {
+		return first, nil, err
+	}
+	return all[0], all[1:], nil
+}
+
 func runPub(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("pub", "[flags]", `Publishes MoldUDP64 packets to a multicast group. Without --synthetic it sends
 each line of standard input as one message (the newline removed) and ends

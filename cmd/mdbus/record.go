@@ -74,7 +74,7 @@ whatever its own socket missed, so the journal has no holes. Read the
 journal back with mdbus replay.`)
 	gf := addGroupFlags(fs)
 	jf := addJournalWriteFlags(fs, true)
-	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter to fill this recorder's own holes from")
+	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter to fill this recorder's own holes from; a comma-separated list adds backups, asked in turn when one stops answering")
 	repair := fs.String("repair-group", "", "with --upstream: also join this repair group:port")
 	fromStart := fs.Bool("from-start", false, "with --upstream: record each session from sequence 1, fetching what came before the join")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
@@ -92,7 +92,7 @@ journal back with mdbus replay.`)
 	if err != nil {
 		return err
 	}
-	up, err := parseAddr("--upstream", *upstream, false)
+	up, upBackups, err := parseRetransmitters("--upstream", *upstream)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ journal back with mdbus replay.`)
 	}
 	rec, err := recorder.NewRecorder(recorder.Config{
 		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf,
-		Upstream: up, RepairGroup: rg, StartSeq: start, Journal: j,
+		Upstream: up, UpstreamBackups: upBackups, RepairGroup: rg, StartSeq: start, Journal: j,
 	})
 	if err != nil {
 		return err

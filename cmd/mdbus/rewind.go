@@ -33,7 +33,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
 	allow := fs.String("allow", "", "networks re-requests are accepted from, CIDR,... (default: anyone)")
-	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter (pub --retransmit, another rewind) to fill this rewinder's own holes from")
+	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter (pub --retransmit, another rewind) to fill this rewinder's own holes from; a comma-separated list adds backups, asked in turn when one stops answering")
 	jf := addJournalWriteFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,7 +57,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	if err != nil {
 		return err
 	}
-	up, err := parseAddr("--upstream", *upstream, false)
+	up, upBackups, err := parseRetransmitters("--upstream", *upstream)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 		defer j.Close()
 	}
 	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
-		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, Upstream: up, Journal: j,
+		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, Upstream: up, UpstreamBackups: upBackups, Journal: j,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
 		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate, Allow: nets},
 	})

@@ -54,13 +54,9 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	if err != nil {
 		return err
 	}
-	retrAddrs, err := parseAddrs("--retransmit", *retr)
+	retrAddr, backups, err := parseRetransmitters("--retransmit", *retr)
 	if err != nil {
 		return err
-	}
-	var retrAddr netip.AddrPort
-	if len(retrAddrs) > 0 {
-		retrAddr = retrAddrs[0]
 	}
 	repairG, err := parseAddr("--repair-group", *repair, true)
 	if err != nil {
@@ -113,7 +109,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 	scfg := subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO,
-		Retransmitter: retrAddr, Backups: retrAddrs[min(1, len(retrAddrs)):], Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
+		Retransmitter: retrAddr, Backups: backups, Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
 		Wrap: wrap, WrapSecondary: wrap2,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()
