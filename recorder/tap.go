@@ -23,9 +23,9 @@ import (
 // callbacks (serialized by the subscriber) and from Close and stats
 // readers, hence the mutex.
 type tap struct {
-	j        *journal.Journal
-	log      *slog.Logger
-	now      func() int64   // receive time, ns since the Unix epoch
+	j         *journal.Journal
+	log       *slog.Logger
+	now       func() int64     // receive time, ns since the Unix epoch
 	upstreams []netip.AddrPort // fill the range between a resumed incarnation and the live feed, in turn
 
 	mu      sync.Mutex
