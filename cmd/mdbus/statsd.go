@@ -148,7 +148,7 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	gf := addGroupFlags(fs)
 	fs.Set("group", statsdGroup)
 	fs.Lookup("group").DefValue = statsdGroup
-	retr := fs.String("retransmit", "127.0.0.1:31082", "unicast address:port of the relay's retransmit server (empty: no recovery)")
+	retr := fs.String("retransmit", "127.0.0.1:31082", "unicast address:port of the relay's retransmit server (empty: no recovery); a comma-separated list adds backups, asked in turn when one stops answering")
 	flush := fs.Duration("flush", statsd.DefaultFlushInterval, "flush interval")
 	pcts := fs.String("percentiles", "50,90,95,99", "comma-separated percentiles for timers, histograms, distributions")
 	digits := fs.Int("hist-digits", statsd.DefaultHistDigits, "HdrHistogram significant digits (1-5)")
@@ -168,7 +168,7 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	if err != nil {
 		return err
 	}
-	ra, err := parseAddr("--retransmit", *retr, false)
+	ra, backups, err := parseRetransmitters("--retransmit", *retr)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 		backends = append(backends, p)
 		fmt.Fprintf(os.Stderr, "mdbus statsd collect: Prometheus on http://%s/metrics\n", promL.Addr())
 	}
-	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, StartSeq: wire.Seq(*start)}
+	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, Backups: backups, StartSeq: wire.Seq(*start)}
 	if impaired {
 		bus.Wrap = impair.Receiver(icfg)
 	}
