@@ -2,11 +2,11 @@ package recorder
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
@@ -25,10 +25,7 @@ func TestRecorderUpstreamBackup(t *testing.T) {
 	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []retransmit.Source{cache}})
 	require.NoError(t, err)
 	defer srv.Close()
-	dead, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	require.NoError(t, err)
-	deadAddr := dead.LocalAddr().(*net.UDPAddr).AddrPort()
-	require.NoError(t, dead.Close())
+	deadAddr := labtest.RefusedAddr(t)
 
 	j, err := journal.Open(t.TempDir(), journal.Config{})
 	require.NoError(t, err)

@@ -2,10 +2,10 @@ package recorder
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 
+	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
@@ -86,10 +86,7 @@ func TestTapResumeFromBackup(t *testing.T) {
 	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []retransmit.Source{cache}})
 	require.NoError(t, err)
 	defer srv.Close()
-	dead, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	require.NoError(t, err)
-	deadAddr := dead.LocalAddr().(*net.UDPAddr).AddrPort()
-	require.NoError(t, dead.Close())
+	deadAddr := labtest.RefusedAddr(t)
 
 	second := newTap(j, discard)
 	second.setUpstreams(deadAddr, []netip.AddrPort{srv.Addr()})

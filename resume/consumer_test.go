@@ -3,13 +3,13 @@ package resume
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
@@ -142,10 +142,7 @@ func TestConsumerHistoryFromBackup(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("239.192.40.2:32402")
 	f := newFeed(t, group, "BACKUP")
-	dead, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	require.NoError(t, err)
-	deadAddr := dead.LocalAddr().(*net.UDPAddr).AddrPort()
-	require.NoError(t, dead.Close()) // nothing listens there now
+	deadAddr := labtest.RefusedAddr(t) // nothing listens there
 	f.publish(t, 1, 5001)
 	col := &collector{next: 1}
 	c, err := New(Config{

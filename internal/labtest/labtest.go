@@ -9,6 +9,8 @@ package labtest
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"testing"
 
@@ -31,3 +33,19 @@ func (l leakChecked) Run() int {
 
 // Main runs m in the lab with a leak check and exits with its code.
 func Main(m *testing.M) { os.Exit(netlab.Main(leakChecked{m})) }
+
+// RefusedAddr returns a loopback UDP address nothing listens on: a port
+// bound and released at once, standing for a retransmitter that is down
+// (its host answers with ICMP port unreachable).
+func RefusedAddr(t testing.TB) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		t.Fatalf("labtest: a port to refuse: %v", err)
+	}
+	a := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	if err := c.Close(); err != nil {
+		t.Fatalf("labtest: %v", err)
+	}
+	return a
+}
