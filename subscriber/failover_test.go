@@ -1,7 +1,10 @@
 package subscriber_test
 
 import (
+	"context"
+	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,10 +72,11 @@ func TestFailoverRoundRobin(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("239.7.3.41:31071")
 	one, two := newFakeRetransmitter(t), newFakeRetransmitter(t)
+	var logged logCount
 	s, k := subscribe(t, subscriber.Config{
 		Group: group, Retransmitter: one.conn.LocalAddr(), Backups: []netip.AddrPort{two.conn.LocalAddr()},
-		Failover: 30 * time.Millisecond,
-		NAK:      nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 20 * time.Millisecond, Deadline: 400 * time.Millisecond},
+		Failover: 30 * time.Millisecond, Logger: slog.New(&logged),
+		NAK: nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 20 * time.Millisecond, Deadline: 400 * time.Millisecond},
 	})
 	pub := newFeed(t, group, "lo", lo4, sess1, nil)
 	pub.send(pub.packets(100, 5), func(i int) bool { return i == 3 }, datagramsRead(t, s))
@@ -86,7 +90,21 @@ func TestFailoverRoundRobin(t *testing.T) {
 	require.GreaterOrEqual(t, len(r1), 2)
 	require.NotEmpty(t, r2)
 	require.EqualValues(t, len(r1)+len(r2), st.NAKs, "every re-request went to one of the two")
+	require.EqualValues(t, 1, logged.n.Load(), "one warning a second, not one per failover")
 }
+
+// logCount is a slog.Handler counting warnings.
+type logCount struct{ n atomic.Int64 }
+
+func (l *logCount) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCount) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		l.n.Add(1)
+	}
+	return nil
+}
+func (l *logCount) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCount) WithGroup(string) slog.Handler      { return l }
 
 // TestFailoverStaysWhileAnswered: a retransmitter that answers is never
 // left, and the backup never asked.

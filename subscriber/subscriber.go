@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/packetconn"
@@ -432,9 +433,11 @@ type Subscriber struct {
 	loopErr error
 
 	// Owned by the timer goroutine.
-	reqs   []wire.Request
-	out    *sock.Batch
-	reqBuf []byte
+	reqs           []wire.Request
+	out            *sock.Batch
+	reqBuf         []byte
+	failoverLogged monotime.Time // when logFailover last logged; 0: never
+	failoverQuiet  int           // failovers not logged since
 
 	nakErrors      atomic.Uint64
 	readErrors     atomic.Uint64

@@ -36,8 +36,7 @@ func (s *Subscriber) runTimer() {
 		}
 		s.c.mu.Unlock()
 		if switched {
-			s.cfg.Logger.Warn("subscriber: retransmitter not answering; asking the next",
-				"silent", from, "for", s.cfg.Failover, "asking", to)
+			s.logFailover(from, to)
 		}
 		s.reqs = reqs
 		s.send(reqs, to)
@@ -53,6 +52,25 @@ func (s *Subscriber) runTimer() {
 		case <-s.c.wake:
 		}
 	}
+}
+
+// failoverLogEvery spaces the failover warnings: with every retransmitter
+// down the subscriber moves on every Failover, 20 times a second by
+// default.
+const failoverLogEvery = time.Second
+
+// logFailover logs a failover from one retransmitter to the next, at most
+// once per failoverLogEvery, with the number left unlogged before it.
+// It runs on the timer goroutine.
+func (s *Subscriber) logFailover(from, to netip.AddrPort) {
+	now := monotime.Now()
+	if s.failoverLogged != 0 && now.Sub(s.failoverLogged) < failoverLogEvery {
+		s.failoverQuiet++
+		return
+	}
+	s.cfg.Logger.Warn("subscriber: retransmitter not answering; asking the next",
+		"silent", from, "for", s.cfg.Failover, "asking", to, "failovers_not_logged", s.failoverQuiet)
+	s.failoverLogged, s.failoverQuiet = now, 0
 }
 
 // send sends the re-requests from the unicast repair socket to the
