@@ -110,7 +110,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	scfg := subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO,
 		Retransmitter: retrAddr, Backups: backups, Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
-		Wrap: wrap, WrapSecondary: wrap2,
+		Wrap: wrap, WrapSecondary: wrap2, Logger: env.log,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()
 			fmt.Fprintf(out, "# LOST %s [%d, %d): %d messages could not be recovered\n", l.Stream.Session, l.From, l.To, l.To-l.From)
@@ -171,6 +171,9 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		attrs := []any{"messages", st.Messages, "packets", st.Packets, "bytes", st.Bytes, "duplicates", st.Duplicates,
 			"gaps", st.Gaps, "naks", st.NAKs, "repairs", st.Repairs, "recovered", st.Recovered, "lost", st.LostMessages,
 			"kernel_drops", st.KernelDrops, "dropped", st.Dropped, "streams", st.Streams}
+		if len(backups) > 0 {
+			attrs = append(attrs, "failovers", st.Failovers, "asking", st.Asking)
+		}
 		if lat != nil {
 			t := lat.Total()
 			attrs = append(attrs, "latency_count", t.Count, "latency_p50", t.P50, "latency_p99", t.P99, "latency_p999", t.P999, "latency_max", t.Max)
