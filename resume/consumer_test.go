@@ -1,6 +1,7 @@
 package resume
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -144,6 +145,10 @@ func TestConsumerHistoryFromBackup(t *testing.T) {
 	f := newFeed(t, group, "BACKUP")
 	deadAddr := labtest.RefusedAddr(t) // nothing listens there
 	f.publish(t, 1, 5001)
+	// Sent before the consumer joins, so all of it is history (the
+	// publisher sends asynchronously: under -race CI saw 551 of them
+	// arrive live).
+	require.NoError(t, f.pub.Flush(context.Background()))
 	col := &collector{next: 1}
 	c, err := New(Config{
 		Feed:  subscriber.Config{Group: group, Retransmitter: deadAddr, Backups: []netip.AddrPort{f.srv.Addr()}},
