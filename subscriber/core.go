@@ -86,7 +86,8 @@ type coreConfig struct {
 	startSeq   wire.Seq
 	ab         bool       // A/B: streams keyed by session only
 	nak        nak.Config // for every stream's detector (Seed is derived per stream)
-	sendNAKs   bool       // a Retransmitter is configured
+	sendNAKs   bool       // a Retransmitter or RetransmitPort is configured
+	retrPort   uint16     // RetransmitPort: each stream's source is asked at this port
 	asker      asker      // who is asked: the Retransmitter and its Backups
 	// fullGrace is how long a full reorder buffer of a subscriber that
 	// sends NAKs drops newer packets before it gives up its oldest gap
@@ -130,6 +131,7 @@ type core struct {
 	ask     asker                   // the retransmitter asked (failover.go)
 	hist    *hdrhistogram.Histogram // every stream's recovery times, µs; nil until the first
 	retired nak.Stats               // detector counters of forgotten streams
+	reqTo   []netip.AddrPort        // with retrPort: poll's destination of each request
 	nreqs   []nak.Range             // Poll scratch
 	nlost   []nak.Range             // Poll scratch
 	wake    chan struct{}           // capacity 1: a gap fell due before timerAt; nil without a timer
@@ -266,6 +268,11 @@ func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time
 	if fromRepair {
 		if s = c.bySession[h.Session]; s == nil {
 			c.drop(DropUnknownRepair)
+			return
+		}
+		if c.cfg.retrPort != 0 && c.feed == FeedRepair && s.key.source.Addr() != src.Addr() {
+			// Each source's retransmitter answers for its own streams.
+			c.drop(DropUntrustedRepair)
 			return
 		}
 	} else {

@@ -69,7 +69,9 @@
 // session (see Streams) and never start a stream (DropUnknownRepair).
 //
 // Who may repair: the repair socket accepts datagrams only from the
-// Retransmitter's and the Backups' addresses and ports, the repair group
+// Retransmitter's and the Backups' addresses and ports (with
+// RetransmitPort: from that port at the repaired stream's own source
+// address), the repair group
 // only from Config.RepairSource (any port); others are dropped
 // (DropUntrustedRepair). Without a RepairSource every sender on the repair
 // group is accepted, and counted (Stats.UnverifiedRepairs). A repair never
@@ -261,6 +263,15 @@
 // with a journal) may hold more; one that answers slower than Failover is
 // left too, which costs a round of asking and nothing else. Every one
 // listed is trusted for repairs, asked or not (see Who may repair).
+//
+// Each source's own retransmitter: on a bus with several publishers, each
+// running its retransmitter on its own host (StatsD relays; "mdbus pub
+// --retransmit HOSTADDR:PORT"), one Retransmitter cannot repair the
+// others' streams. With Config.RetransmitPort instead, a stream's
+// re-requests go to its source's address at that port, and an answer on
+// the repair socket is used only if it comes from that port at the
+// address of the stream it repairs: one publisher's retransmitter cannot
+// repair, or forge, another's stream (DropUntrustedRepair).
 //
 // Tail loss, the last packets before a pause, leaves no later packet to
 // reveal it: the publisher's heartbeats carry the next sequence, so a

@@ -165,3 +165,73 @@ func TestBackupRepairsTrusted(t *testing.T) {
 	require.Zero(t, st.Failovers)
 	require.Equal(t, silent.conn.LocalAddr(), st.Asking)
 }
+
+// TestRetransmitPortPerSource: two publishers on one group, each with
+// its own retransmitter at port P of its own address. With
+// RetransmitPort P every stream's gaps are asked of its own source's
+// retransmitter and repaired; an answer from the other source's
+// retransmitter, or from another port, is dropped.
+func TestRetransmitPortPerSource(t *testing.T) {
+	netlab.Require(t)
+	group := netip.MustParseAddrPort("239.7.3.44:31074")
+	const port = 31075
+	type host struct {
+		feed  *feed
+		srv   *retransmit.Server
+		cache *retransmit.Cache
+	}
+	var hosts []host
+	for i, a := range []string{"127.0.0.1", "127.0.0.2"} {
+		cache := retransmit.NewCache(retransmit.CacheConfig{})
+		srv := server(t, retransmit.ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr(a), port), Sources: []retransmit.Source{cache}})
+		hosts = append(hosts, host{newFeed(t, group, "lo", netip.MustParseAddr(a), []wire.Session{sess1, mustSess("RECOV2")}[i], cache), srv, cache})
+	}
+	s, k := subscribe(t, subscriber.Config{Group: group, RetransmitPort: port, NAK: slowRetry})
+	require.True(t, s.RepairAddr().IsValid())
+	require.False(t, s.Stats().Asking.IsValid(), "no one retransmitter")
+	for i, h := range hosts {
+		h.feed.send(h.feed.packets(200, 5), func(j int) bool { return j == 10+i || j == 20+i }, datagramsRead(t, s))
+	}
+	for _, h := range hosts {
+		eventually(t, func() bool { return k.count(h.feed.id()) == 200 }, "each stream repaired by its own source")
+		require.Equal(t, seqs(1, 201), k.delivered(h.feed.id()))
+	}
+	k.check(t)
+	st := s.Stats()
+	require.EqualValues(t, 4, st.NAKs)
+	require.EqualValues(t, 20, st.Recovered)
+	for _, h := range hosts {
+		ss := h.srv.Stats()
+		require.EqualValues(t, 2, ss.Requests, "two requests to each, none to the other")
+		require.EqualValues(t, 2, ss.Answered)
+	}
+
+	// Forgeries while both retransmitters are down: a packet for host
+	// 0's next gap, with other payloads, sent from host 1's
+	// retransmitter address and port (the servers are closed so a socket
+	// can take it), and from host 0's address at another port. Both are
+	// dropped; then host 0's retransmitter comes back and repairs the gap.
+	require.NoError(t, hosts[0].srv.Close())
+	require.NoError(t, hosts[1].srv.Close())
+	h0 := hosts[0]
+	dgs := h0.feed.packets(100, 5)
+	h0.feed.send(dgs, func(j int) bool { return j == 3 }, datagramsRead(t, s))
+	eventually(t, func() bool { return s.Stats().Gaps == 5 }, "a new gap")
+	var e wire.Encoder
+	e.Reset(nil, sess1, 216, wire.MaxPayloadSize)
+	for range 5 {
+		require.NoError(t, e.Add([]byte("FORGED")))
+	}
+	before := s.Stats().Drops[subscriber.DropUntrustedRepair]
+	for i, from := range []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port), netip.MustParseAddrPort("127.0.0.1:0")} {
+		forger, err := sock.Open(sock.Config{Local: from})
+		require.NoError(t, err)
+		require.NoError(t, forger.WriteTo(e.Bytes(), s.RepairAddr()))
+		eventually(t, func() bool { return s.Stats().Drops[subscriber.DropUntrustedRepair] == before+uint64(i)+1 }, "forgery dropped")
+		require.NoError(t, forger.Close())
+	}
+	require.Equal(t, 215, k.count(h0.feed.id()), "the forged repairs were not used")
+	server(t, retransmit.ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), Sources: []retransmit.Source{h0.cache}})
+	eventually(t, func() bool { return k.count(h0.feed.id()) == 300 }, "repaired by its own retransmitter at the next retry")
+	k.check(t)
+}

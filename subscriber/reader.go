@@ -88,6 +88,10 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 // being asked (see asker).
 func (r *reader) trusted(src netip.AddrPort, now monotime.Time) bool {
 	switch {
+	case r.feed == FeedRepair && r.c.cfg.retrPort != 0:
+		// A source's own retransmitter: its address is checked against
+		// the stream's in core.handlePacket.
+		return src.Port() == r.c.cfg.retrPort
 	case r.feed == FeedRepair:
 		return r.c.ask.trusts(src, now)
 	case !r.from.IsValid():

@@ -3,6 +3,7 @@ package subscriber
 import (
 	"cmp"
 	"math"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -223,6 +224,7 @@ func (c *core) retire(s *stream) {
 // allocate once its scratch slices and reqs have grown. c.mu must be held.
 func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, monotime.Time, bool) {
 	c.now, c.fromRepair = now, false
+	c.reqTo = c.reqTo[:0]
 	next := maxTime
 	for _, s := range c.list {
 		d := s.nak
@@ -241,6 +243,9 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 				for _, r := range c.nreqs {
 					n := r.Len() // <= MaxRequest <= wire.MaxCount
 					reqs = append(reqs, wire.Request{Session: s.id.Session, Seq: r.From, Count: uint16(n)})
+					if c.cfg.retrPort != 0 {
+						c.reqTo = append(c.reqTo, netip.AddrPortFrom(s.key.source.Addr(), c.cfg.retrPort))
+					}
 					s.naks++
 					s.nakMsgs += n
 					c.st.NAKs++

@@ -180,6 +180,16 @@ type Config struct {
 	// Stats.Asking). Repairs are accepted from every one of them. At
 	// most MaxBackups; none without a Retransmitter.
 	Backups []netip.AddrPort
+	// RetransmitPort, when not 0, sends each stream's re-requests to its
+	// own source's address at this port, instead of to one
+	// Retransmitter: for a bus where every publisher host runs its own
+	// retransmitter there (several StatsD relays, several "mdbus pub
+	// --retransmit HOSTADDR:PORT"). An answer on the repair socket is
+	// then used only if it comes from that port at the address of the
+	// stream it repairs (DropUntrustedRepair otherwise). Not with
+	// Retransmitter (one or the other) nor with Secondary (A/B streams
+	// are keyed by session alone, so they have no one source).
+	RetransmitPort uint16
 	// Failover is how long re-requests may go unanswered by the
 	// retransmitter asked before the next is asked (with Backups).
 	// Default five NAK retry intervals (50 ms with nak's defaults); keep
@@ -320,6 +330,14 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.backups(); err != nil {
 		return c, err
 	}
+	if c.RetransmitPort != 0 {
+		switch {
+		case c.Retransmitter.IsValid():
+			return c, fmt.Errorf("%w: both a Retransmitter and a RetransmitPort: give one (one retransmitter for all, or each source's own)", ErrConfig)
+		case c.Secondary.IsValid():
+			return c, fmt.Errorf("%w: RetransmitPort with a Secondary feed: A/B streams have no one source to ask; give a Retransmitter", ErrConfig)
+		}
+	}
 	if c.RepairSource.IsValid() {
 		if !c.RepairGroup.IsValid() {
 			return c, fmt.Errorf("%w: repair source %s without a repair group", ErrConfig, c.RepairSource)
@@ -368,9 +386,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// asks reports whether the subscriber sends re-requests: to a
+// Retransmitter, or to each source's RetransmitPort.
+func (c Config) asks() bool { return c.Retransmitter.IsValid() || c.RetransmitPort != 0 }
+
 func (c Config) core() coreConfig {
 	nc := c.NAK
-	if !c.Retransmitter.IsValid() {
+	if !c.asks() {
 		// Nobody to ask: the first "NAK" of every gap falls due at its
 		// deadline, where Poll declares it lost instead (nak checks the
 		// deadline first), so no request is ever produced. When nothing
@@ -394,7 +416,8 @@ func (c Config) core() coreConfig {
 		startSeq:   c.StartSeq,
 		ab:         c.Secondary.IsValid(),
 		nak:        nc,
-		sendNAKs:   c.Retransmitter.IsValid(),
+		sendNAKs:   c.asks(),
+		retrPort:   c.RetransmitPort,
 		asker:      c.asker(),
 		fullGrace:  2 * cmp.Or(nc.Retry, nak.DefaultRetry),
 		lossPolicy: c.LossPolicy,
@@ -436,8 +459,9 @@ type Subscriber struct {
 	reqs           []wire.Request
 	out            *sock.Batch
 	reqBuf         []byte
-	failoverLogged monotime.Time // when logFailover last logged; 0: never
-	failoverQuiet  int           // failovers not logged since
+	reqTo          []netip.AddrPort // with RetransmitPort: where each of reqs goes
+	failoverLogged monotime.Time    // when logFailover last logged; 0: never
+	failoverQuiet  int              // failovers not logged since
 
 	nakErrors      atomic.Uint64
 	readErrors     atomic.Uint64
@@ -508,9 +532,11 @@ func open(cfg Config) (s *Subscriber, err error) {
 			r.from = netip.AddrPortFrom(cfg.RepairSource, 0)
 		}
 	}
-	if cfg.Retransmitter.IsValid() {
+	if cfg.asks() {
+		// Of the retransmitters' family: the Retransmitter's, or with
+		// RetransmitPort the sources', the feed's.
 		wild := netip.IPv4Unspecified()
-		if cfg.Retransmitter.Addr().Is6() {
+		if cfg.Retransmitter.Addr().Is6() || (cfg.RetransmitPort != 0 && cfg.Group.Addr().Is6()) {
 			wild = netip.IPv6Unspecified()
 		}
 		// No SO_REUSEPORT: the answers must reach this socket and no

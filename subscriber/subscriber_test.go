@@ -516,6 +516,8 @@ func TestConfigErrors(t *testing.T) {
 		{"backup-twice", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.2:5000"), netip.MustParseAddrPort("127.0.0.2:5000")}}},
 		{"backups-too-many", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: make([]netip.AddrPort, MaxBackups+1)}},
 		{"failover-negative", Config{Group: g, Failover: -time.Millisecond}},
+		{"retransmit-port-and-retransmitter", Config{Group: g, RetransmitPort: 5000, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000")}},
+		{"retransmit-port-ab", Config{Group: g, RetransmitPort: 5000, Secondary: netip.MustParseAddrPort("239.1.1.2:5000")}},
 		{"loss-policy", Config{Group: g, LossPolicy: 7}},
 		{"busy-poll-negative", Config{Group: g, BusyPoll: -time.Microsecond}},
 		{"busy-poll-too-long", Config{Group: g, BusyPoll: MaxBusyPoll + 1}},

@@ -30,7 +30,10 @@ func (s *Subscriber) runTimer() {
 		reqs, next, ok := s.c.poll(now, s.reqs[:0])
 		var to, from netip.AddrPort
 		switched := false
-		if s.repair != nil {
+		switch {
+		case s.cfg.RetransmitPort != 0:
+			s.reqTo = append(s.reqTo[:0], s.c.reqTo...)
+		case s.repair != nil:
 			from = s.c.ask.addrs[s.c.ask.cur]
 			to, switched = s.c.ask.target(now, len(reqs) > 0)
 		}
@@ -74,18 +77,25 @@ func (s *Subscriber) logFailover(from, to netip.AddrPort) {
 }
 
 // send sends the re-requests from the unicast repair socket to the
-// retransmitter to, requestBatchSize per sendmmsg, from preallocated
-// buffers. A failed send is counted in Stats.NAKErrors (the detector asks
+// retransmitter to (with RetransmitPort: each to its s.reqTo),
+// requestBatchSize per sendmmsg, from preallocated buffers. A failed send is counted in Stats.NAKErrors (the detector asks
 // again after its retry interval) and the first is logged.
 func (s *Subscriber) send(reqs []wire.Request, to netip.AddrPort) {
 	if s.repair == nil {
 		return
 	}
+	dests := s.reqTo
 	for len(reqs) > 0 {
 		n := min(len(reqs), len(s.out.Msgs))
 		for i, r := range reqs[:n] {
 			b := s.reqBuf[i*wire.RequestLen : i*wire.RequestLen : (i+1)*wire.RequestLen]
+			if s.cfg.RetransmitPort != 0 {
+				to = dests[i]
+			}
 			s.out.Msgs[i] = sock.Message{Buf: wire.AppendRequest(b, r), Addr: to}
+		}
+		if s.cfg.RetransmitPort != 0 {
+			dests = dests[n:]
 		}
 		sent, err := s.repair.WriteBatch(s.out, n)
 		if err != nil {

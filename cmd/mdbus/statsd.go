@@ -149,6 +149,7 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	fs.Set("group", statsdGroup)
 	fs.Lookup("group").DefValue = statsdGroup
 	retr := fs.String("retransmit", "127.0.0.1:31082", "unicast address:port of the relay's retransmit server (empty: no recovery); a comma-separated list adds backups, asked in turn when one stops answering")
+	retrPort := fs.Uint("retransmit-port", 0, "several relays on several hosts: ask each relay's own retransmit server, at this port of its address (replaces --retransmit)")
 	flush := fs.Duration("flush", statsd.DefaultFlushInterval, "flush interval")
 	pcts := fs.String("percentiles", "50,90,95,99", "comma-separated percentiles for timers, histograms, distributions")
 	digits := fs.Int("hist-digits", statsd.DefaultHistDigits, "HdrHistogram significant digits (1-5)")
@@ -171,6 +172,12 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	ra, backups, err := parseRetransmitters("--retransmit", *retr)
 	if err != nil {
 		return err
+	}
+	if *retrPort > 65535 {
+		return usageErr("--retransmit-port %d: want a UDP port, 1-65535", *retrPort)
+	}
+	if *retrPort != 0 {
+		ra, backups = netip.AddrPort{}, nil // each relay's own, not the default one
 	}
 	var percentiles []float64
 	for _, s := range strings.Split(*pcts, ",") {
@@ -215,7 +222,7 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 		backends = append(backends, p)
 		fmt.Fprintf(os.Stderr, "mdbus statsd collect: Prometheus on http://%s/metrics\n", promL.Addr())
 	}
-	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, Backups: backups, StartSeq: wire.Seq(*start)}
+	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, Backups: backups, RetransmitPort: uint16(*retrPort), StartSeq: wire.Seq(*start)}
 	if impaired {
 		bus.Wrap = impair.Receiver(icfg)
 	}

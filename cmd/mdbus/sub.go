@@ -40,6 +40,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	noGRO := fs.Bool("no-gro", false, "read the feed without UDP_GRO (one datagram per read slot; for comparing, or a kernel whose GRO misbehaves)")
 	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
 	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to; a comma-separated list adds backups, asked in turn when the one asked stops answering")
+	retrPort := fs.Uint("retransmit-port", 0, "instead of --retransmit: send each stream's re-requests to this port at its own source's address (every publisher host runs its retransmitter there)")
 	failover := fs.Duration("failover", 0, "with several --retransmit addresses: how long re-requests may go unanswered before the next is asked (default 50ms)")
 	repair := fs.String("repair-group", "", "also join this multicast group:port for repairs")
 	repairSrc := fs.String("repair-source", "", "with --repair-group: accept repairs only from this address (the retransmitter's; unset: any sender, counted as unverified)")
@@ -57,6 +58,9 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	retrAddr, backups, err := parseRetransmitters("--retransmit", *retr)
 	if err != nil {
 		return err
+	}
+	if *retrPort > 65535 {
+		return usageErr("--retransmit-port %d: want a UDP port, 1-65535", *retrPort)
 	}
 	repairG, err := parseAddr("--repair-group", *repair, true)
 	if err != nil {
@@ -109,7 +113,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 	scfg := subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO,
-		Retransmitter: retrAddr, Backups: backups, Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
+		Retransmitter: retrAddr, Backups: backups, RetransmitPort: uint16(*retrPort), Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
 		Wrap: wrap, WrapSecondary: wrap2, Logger: env.log,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()

@@ -105,3 +105,74 @@ func TestAcceptanceRetransmitterFailover(t *testing.T) {
 	require.Equal(t, backup, st.Asking, "the dead primary was left for the backup")
 	require.Positive(t, primary.Stats().Answered, "the primary repaired gaps before it died")
 }
+
+// TestAcceptanceEachSourcesRetransmitter: two publisher hosts on one
+// bridge, each with its own retransmit server at port 32410 of its own
+// address (as StatsD relays or "mdbus pub --retransmit" on every host
+// run), and a subscriber host losing 3% of what it receives. With
+// RetransmitPort every stream's gaps go to its own publisher's host:
+// both streams are delivered whole, byte-identical, and each server
+// answered only for its own session. With one Retransmitter, the other
+// host's stream could not be repaired at all.
+func TestAcceptanceEachSourcesRetransmitter(t *testing.T) {
+	netlab.Require(t)
+	const port = 32410
+	hosts := labHosts(t, "pubA", "pubB", "sub")
+	group := netip.MustParseAddrPort("239.192.94.10:32409")
+	n := scale(100_000, 20_000)
+	c := newChecker("sub", 2*n)
+	var sub *subscriber.Subscriber
+	in(t, hosts[2], func() {
+		var err error
+		sub, err = subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
+			RetransmitPort: port, ReadBuffer: 32 << 20, ReorderPackets: 1 << 14,
+			NAK:       nak.Config{Deadline: 10 * time.Second},
+			Wrap:      impair.Receiver(impair.Config{Loss: 0.03, Seed: 11}),
+			OnMessage: c.onMessage})
+		require.NoError(t, err)
+	})
+	defer sub.Close()
+	type pubHost struct {
+		pub *publisher.Publication
+		srv *retransmit.Server
+	}
+	var ps []pubHost
+	for _, h := range hosts[:2] {
+		in(t, h, func() {
+			cache := retransmit.NewCache(retransmit.CacheConfig{})
+			srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.AddrPortFrom(h.IPv4, port), Sources: []retransmit.Source{cache}})
+			require.NoError(t, err)
+			pub, err := publisher.New(publisher.Config{Group: group, Interface: netlab.HostLink, TTL: 1,
+				RateMessages: 50_000, Sinks: []publisher.Sink{cache}, HeartbeatInterval: 20 * time.Millisecond})
+			require.NoError(t, err)
+			ps = append(ps, pubHost{pub, srv})
+		})
+	}
+	defer func() {
+		for _, p := range ps {
+			p.pub.Close()
+			p.srv.Close()
+		}
+	}()
+	sums := make([][32]byte, len(ps))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sums[1] = publishRandom(t, ps[1].pub, n, 52, 1, 300)
+	}()
+	sums[0] = publishRandom(t, ps[0].pub, n, 51, 1, 300)
+	<-done
+	waitAllSubs(t, 60*time.Second, []*subscriber.Subscriber{sub}, c)
+	st := sub.Stats()
+	t.Logf("2 x %d messages: gaps %d, NAKs %d, recovered %d, lost %d, untrusted %d, recovery p99 %v",
+		n, st.Gaps, st.NAKs, st.Recovered, st.LostMessages, st.Drops[subscriber.DropUntrustedRepair], st.RecoveryP99)
+	for i, p := range ps {
+		c.verify(t, p.pub.Session(), sums[i], n, 1)
+		ss := p.srv.Stats()
+		t.Logf("host %d's server: %d requests, %d answered, %d refused", i, ss.Requests, ss.Answered, ss.Refused.Total())
+		require.Positive(t, ss.Answered)
+		require.Zero(t, ss.Refused.UnknownSession, "asked only for its own session")
+	}
+	require.Zero(t, st.LostMessages)
+	require.Positive(t, st.Recovered)
+}
