@@ -1,11 +1,15 @@
 package subscriber
 
 import (
+	"errors"
+	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,4 +50,47 @@ func TestAskerTarget(t *testing.T) {
 		require.Equal(t, a, got)
 		require.False(t, sw, "nobody to fail over to")
 	}
+}
+
+// refusingConn records what WriteBatch sends and refuses any datagram to
+// refused, as the kernel refuses one with no route: the ones before it
+// are sent, the call returns their count and an error.
+type refusingConn struct {
+	sock.PacketConn
+	refused netip.AddrPort
+	sent    []netip.AddrPort
+}
+
+func (c *refusingConn) WriteBatch(b *sock.Batch, n int) (int, error) {
+	for i := range n {
+		if b.Msgs[i].Addr == c.refused {
+			return i, errors.New("no route to host")
+		}
+		c.sent = append(c.sent, b.Msgs[i].Addr)
+	}
+	return n, nil
+}
+
+// TestSendSkipsARefusedRequest: one retransmitter the kernel cannot
+// reach costs its own re-request, not the ones after it in the batch.
+func TestSendSkipsARefusedRequest(t *testing.T) {
+	a, b, c := netip.MustParseAddrPort("10.0.0.1:9"), netip.MustParseAddrPort("10.0.0.2:9"), netip.MustParseAddrPort("10.0.0.3:9")
+	conn := &refusingConn{refused: b}
+	s := &Subscriber{repair: conn, out: sock.NewBatch(requestBatchSize, 0), reqBuf: make([]byte, requestBatchSize*wire.RequestLen)}
+	s.cfg.Logger = slog.New(slog.DiscardHandler)
+	var reqs []wire.Request
+	var dests []netip.AddrPort
+	for i := range 2*requestBatchSize + 3 { // three batches, b everywhere
+		reqs = append(reqs, wire.Request{Seq: wire.Seq(i + 1), Count: 1})
+		dests = append(dests, []netip.AddrPort{a, b, c}[i%3])
+	}
+	s.send(reqs, dests)
+	var want []netip.AddrPort
+	for _, d := range dests {
+		if d != b {
+			want = append(want, d)
+		}
+	}
+	require.Equal(t, want, conn.sent)
+	require.EqualValues(t, len(dests)-len(want), s.nakErrors.Load())
 }

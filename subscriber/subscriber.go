@@ -459,7 +459,7 @@ type Subscriber struct {
 	reqs           []wire.Request
 	out            *sock.Batch
 	reqBuf         []byte
-	reqTo          []netip.AddrPort // with RetransmitPort: where each of reqs goes
+	reqTo          []netip.AddrPort // where each of reqs goes
 	failoverLogged monotime.Time    // when logFailover last logged; 0: never
 	failoverQuiet  int              // failovers not logged since
 

@@ -28,21 +28,27 @@ func (s *Subscriber) runTimer() {
 		now := monotime.Now()
 		s.c.mu.Lock()
 		reqs, next, ok := s.c.poll(now, s.reqs[:0])
+		// Where each request goes: its source's retransmitter (poll
+		// wrote them with RetransmitPort), or the one retransmitter asked.
 		var to, from netip.AddrPort
 		switched := false
+		s.reqTo = s.reqTo[:0]
 		switch {
 		case s.cfg.RetransmitPort != 0:
-			s.reqTo = append(s.reqTo[:0], s.c.reqTo...)
+			s.reqTo = append(s.reqTo, s.c.reqTo...)
 		case s.repair != nil:
 			from = s.c.ask.addrs[s.c.ask.cur]
 			to, switched = s.c.ask.target(now, len(reqs) > 0)
+			for range reqs {
+				s.reqTo = append(s.reqTo, to)
+			}
 		}
 		s.c.mu.Unlock()
 		if switched {
 			s.logFailover(from, to)
 		}
 		s.reqs = reqs
-		s.send(reqs, to)
+		s.send(reqs, s.reqTo)
 		wait := idleWait
 		if ok {
 			wait = max(next.Sub(monotime.Now()), 0)
@@ -76,39 +82,34 @@ func (s *Subscriber) logFailover(from, to netip.AddrPort) {
 	s.failoverLogged, s.failoverQuiet = now, 0
 }
 
-// send sends the re-requests from the unicast repair socket to the
-// retransmitter to (with RetransmitPort: each to its s.reqTo),
-// requestBatchSize per sendmmsg, from preallocated buffers. A failed send is counted in Stats.NAKErrors (the detector asks
-// again after its retry interval) and the first is logged.
-func (s *Subscriber) send(reqs []wire.Request, to netip.AddrPort) {
+// send sends the re-requests from the unicast repair socket, each
+// reqs[i] to dests[i], requestBatchSize per sendmmsg, from preallocated
+// buffers. A re-request the kernel refuses (no route to that
+// retransmitter) is counted in Stats.NAKErrors and skipped, so that the
+// others still leave; the detector asks for it again after its retry
+// interval. The first failure is logged.
+func (s *Subscriber) send(reqs []wire.Request, dests []netip.AddrPort) {
 	if s.repair == nil {
 		return
 	}
-	dests := s.reqTo
 	for len(reqs) > 0 {
 		n := min(len(reqs), len(s.out.Msgs))
 		for i, r := range reqs[:n] {
 			b := s.reqBuf[i*wire.RequestLen : i*wire.RequestLen : (i+1)*wire.RequestLen]
-			if s.cfg.RetransmitPort != 0 {
-				to = dests[i]
-			}
-			s.out.Msgs[i] = sock.Message{Buf: wire.AppendRequest(b, r), Addr: to}
-		}
-		if s.cfg.RetransmitPort != 0 {
-			dests = dests[n:]
+			s.out.Msgs[i] = sock.Message{Buf: wire.AppendRequest(b, r), Addr: dests[i]}
 		}
 		sent, err := s.repair.WriteBatch(s.out, n)
-		if err != nil {
+		sent = max(0, min(sent, n))
+		if err != nil || sent < n {
 			if s.closed.Load() {
 				return
 			}
-			failed := uint64(len(reqs) - sent)
-			if s.nakErrors.Add(failed) == failed {
-				s.cfg.Logger.Warn("subscriber: sending re-requests failed; counting further failures in Stats.NAKErrors",
-					"retransmitter", to, "err", err)
+			if s.nakErrors.Add(1) == 1 {
+				s.cfg.Logger.Warn("subscriber: sending a re-request failed; counting further failures in Stats.NAKErrors",
+					"retransmitter", dests[sent], "err", err)
 			}
-			return
+			sent++ // skip the one refused
 		}
-		reqs = reqs[n:]
+		reqs, dests = reqs[sent:], dests[sent:]
 	}
 }
