@@ -188,7 +188,12 @@ type Config struct {
 	// then used only if it comes from that port at the address of the
 	// stream it repairs (DropUntrustedRepair otherwise). Not with
 	// Retransmitter (one or the other) nor with Secondary (A/B streams
-	// are keyed by session alone, so they have no one source).
+	// are keyed by session alone, so they have no one source). It
+	// trusts the feed's source addresses to say where to send: a sender
+	// spoofing another host's address makes every subscriber send its
+	// re-requests (20 bytes each, a few retries per gap) there. Use it
+	// where the network vouches for sources (a closed multicast domain,
+	// or Source for SSM); elsewhere give a Retransmitter.
 	RetransmitPort uint16
 	// Failover is how long re-requests may go unanswered by the
 	// retransmitter asked before the next is asked (with Backups).
