@@ -264,19 +264,38 @@ func TestSmokeCapacity(t *testing.T) {
 	defer b.Close()
 	sz, err := ParseSizes("64", 1450)
 	require.NoError(t, err)
-	// A fixed start well below any capacity: both probes pass. (Under
-	// -race with a busy second core the paced sender reached only 97% of
-	// 40,000/s, so the rates stay at 5,000 and 10,000.)
+	// A fixed start well below any capacity, two probes: up after a pass,
+	// down after a failure, and the capacity is the best rate that
+	// passed. Whether a 300 ms probe passes is the machine's business:
+	// under -race with a busy second core even 5,000/s failed once (and
+	// 40,000/s often), so the test checks the search, not the verdicts
+	// (the search itself is tested on a fake clock in TestSearch*).
 	res, err := b.Capacity(context.Background(), CapacityCase{
 		System: Mdbus, Sizes: sz, Probe: 300 * time.Millisecond,
 		Search: SearchConfig{Start: 5_000, Factor: 2, MaxProbes: 2},
 	})
 	require.NoError(t, err)
 	require.Len(t, res.Probes, 2)
-	require.Equal(t, []float64{5_000, 10_000}, []float64{res.Probes[0].Rate, res.Probes[1].Rate})
-	require.Equal(t, 10_000.0, res.Capacity, "%+v", res.Probes)
+	first, second := res.Probes[0], res.Probes[1]
+	require.Equal(t, 5_000.0, first.Rate)
+	next, best := 2_500.0, 0.0
+	if first.Pass {
+		next = 10_000
+	} else {
+		t.Logf("5,000/s failed here (%s): %+v", first.Why, first)
+	}
+	require.Equal(t, next, second.Rate, "%+v", res.Probes)
+	for _, p := range res.Probes {
+		require.Positive(t, p.Sent)
+		if p.Pass {
+			best = max(best, p.Rate)
+		} else {
+			require.NotEmpty(t, p.Why, "a failed probe says why")
+		}
+	}
+	require.Equal(t, best, res.Capacity, "%+v", res.Probes)
 	require.Equal(t, LimitProbes, res.Limit)
-	require.InDelta(t, 10_000*64, res.BytesPerSec, 1)
+	require.InDelta(t, best*64, res.BytesPerSec, 1)
 	// Seeded by a free-running probe, bounded to two probes in all.
 	raw, err := b.Capacity(context.Background(), CapacityCase{System: Raw, Sizes: sz, Probe: 300 * time.Millisecond, Search: SearchConfig{MaxProbes: 2}})
 	require.NoError(t, err)
@@ -287,7 +306,7 @@ func TestSmokeCapacity(t *testing.T) {
 	rep := b.Finish(false)
 	require.Len(t, rep.Capacity, 2)
 	require.Empty(t, rep.Throughput, "probes are listed in their search, not as runs")
-	if raw.Capacity > 0 {
+	if raw.Capacity > 0 && res.Capacity > 0 {
 		require.Len(t, rep.Ratios, 1)
 	} else {
 		require.Empty(t, rep.Ratios, "no ratio against nothing")
