@@ -89,8 +89,9 @@ type CacheStats struct {
 	ArenaBytes uint64
 	// Sessions is the number of sessions tracked.
 	Sessions int
-	// Added counts messages stored.
-	Added uint64
+	// Added counts messages stored; AddedBytes their bytes (the feed's
+	// rate, which the Server's budgets follow).
+	Added, AddedBytes uint64
 	// Evicted counts messages dropped to make room, oldest first.
 	Evicted uint64
 	// Duplicates counts messages ignored because their sequence was
@@ -521,6 +522,7 @@ func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 	ss.lastWrite = c.writes
 	c.lastSlot = slot
 	c.st.Added++
+	c.st.AddedBytes += uint64(len(msg))
 	// Holes cost index slots: keep them bounded with the messages.
 	for c.span > c.maxSpan && c.gt-c.gh > 1 {
 		c.evictOldest()

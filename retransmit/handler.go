@@ -65,6 +65,8 @@ func (r Reason) String() string {
 // by Stats.
 type counters struct {
 	requests, answered, capped, partial          atomic.Uint64
+	coalesced, deferred, deferredAnswered        atomic.Uint64
+	confirms, confirmBytes, groupSize, feedRate  atomic.Uint64
 	uniPackets, uniBytes, mPackets, mBytes, msgs atomic.Uint64
 	sendErrors, readErrors, kernelDrops          atomic.Uint64
 	refused                                      [numReasons]atomic.Uint64
@@ -148,7 +150,7 @@ func (q *outQueue) flush() {
 type handlerConfig struct {
 	sources         []Source
 	group           netip.AddrPort // valid when repairs may go multicast
-	alwaysMulticast bool
+	unicastFirst    bool
 	maxPerRequest   int
 	maxRequestBytes int
 	payloadUni      int
@@ -160,13 +162,17 @@ type handlerConfig struct {
 // validation, caps, rate limits, coalescing and building the answer. It is
 // owned by one goroutine.
 type handler struct {
-	cfg    handlerConfig
-	global bucket
-	reqs   requesterTable
-	coal   coalesceTable
-	uni    *outQueue
-	multi  *outQueue // nil without a repair group
-	st     *counters
+	cfg      handlerConfig
+	global   bucket
+	reqs     requesterTable
+	coal     coalesceTable
+	group    groupTable
+	later    []deferred // requests held back for tokens, oldest first
+	maxLater int
+	budget   feedBudget
+	uni      *outQueue
+	multi    *outQueue // nil without a repair group
+	st       *counters
 }
 
 func (h *handler) refuse(r Reason) { h.st.refused[r].Add(1) }
@@ -205,12 +211,15 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 		count = h.cfg.maxPerRequest
 		h.st.capped.Add(1)
 	}
+	h.group.heard(now, from)
 	key := coalesceKey{session: req.Session, seq: req.Seq, count: count}
-	multicast := h.cfg.alwaysMulticast
+	multicast := h.multi != nil && !h.cfg.unicastFirst
 	if e := h.coal.recent(now, key); e != nil {
 		switch {
 		case e.multicast, e.from == from:
-			h.refuse(ReasonCoalesced)
+			// Answered (or held back) for everyone, or for this
+			// requester, moments ago: the answer is on its way.
+			h.st.coalesced.Add(1)
 			return
 		case h.multi != nil:
 			multicast = true // a second requester wants it: answer once for all
@@ -218,15 +227,45 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 	}
 	msgs, r := h.answer(now, req.Session, req.Seq, count, from, src, multicast)
 	if msgs == 0 {
+		if r == ReasonRateLimited && h.hold(now, req.Session, req.Seq, count, from, src, multicast) {
+			h.coal.record(now, key, from, multicast)
+			return
+		}
 		h.refuse(r)
 		return
 	}
+	h.answered(now, req.Session, req.Seq, count, msgs, from, multicast)
+	h.coal.record(now, key, from, multicast)
+}
+
+// answered accounts for an answer of msgs messages to a request for count
+// from seq, and confirms a multicast answer on the repair group, so that
+// the subscribers that miss the same range wait for it instead of asking
+// too, and learn the group's size.
+func (h *handler) answered(now monotime.Time, s wire.Session, seq wire.Seq, count, msgs int, from netip.AddrPort, multicast bool) {
 	h.st.answered.Add(1)
 	h.st.msgs.Add(uint64(msgs))
 	if msgs < count {
 		h.st.partial.Add(1)
 	}
-	h.coal.record(now, key, from, multicast)
+	if multicast {
+		h.confirm(now, wire.Confirm{Session: s, Seq: seq, Count: uint16(msgs), Kind: wire.ConfirmSending}, from, true)
+	}
+}
+
+// confirm queues c, stamped with the group size, on the repair group
+// (multicast) or to the requester. Confirms are not paid from the
+// buckets: there is at most one per request answered or held back, 30
+// bytes for a 20-byte request.
+func (h *handler) confirm(now monotime.Time, c wire.Confirm, to netip.AddrPort, multicast bool) {
+	q := h.uni
+	if multicast {
+		q, to = h.multi, h.cfg.group
+	}
+	c.Group = h.group.size(now)
+	q.push(wire.AppendConfirm(q.buf(), c), to)
+	h.st.confirms.Add(1)
+	h.st.confirmBytes.Add(wire.ConfirmLen)
 }
 
 // answer queues the packets for [seq, seq+count) ∩ held, within the caps
@@ -346,6 +385,7 @@ func requesterKey(a netip.Addr) netip.Addr {
 
 // flush sends the queued answers.
 func (h *handler) flush() {
+	h.st.groupSize.Store(uint64(h.group.last))
 	if h.uni.n > 0 {
 		h.uni.flush()
 	}

@@ -208,8 +208,6 @@ func TestHandlerZeroAlloc(t *testing.T) {
 		}))
 	})
 	t.Run("multicast", func(t *testing.T) {
-		h.cfg.alwaysMulticast = true
-		defer func() { h.cfg.alwaysMulticast = false }()
 		before := multi.packets
 		req := request(s, 100, 100)
 		require.Zero(t, testing.AllocsPerRun(200, func() {
@@ -217,6 +215,17 @@ func TestHandlerZeroAlloc(t *testing.T) {
 			h.flush()
 		}))
 		require.Greater(t, multi.packets, before)
+	})
+	t.Run("unicast-first", func(t *testing.T) {
+		h.cfg.unicastFirst = true
+		defer func() { h.cfg.unicastFirst = false }()
+		before := uni.packets
+		req := request(s, 100, 100)
+		require.Zero(t, testing.AllocsPerRun(200, func() {
+			h.handle(monotime.Now(), req, false, from)
+			h.flush()
+		}))
+		require.Greater(t, uni.packets, before)
 	})
 }
 

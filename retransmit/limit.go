@@ -55,6 +55,7 @@ type requester struct {
 	used  monotime.Time
 	inUse bool
 	b     bucket
+	held  int // requests of this requester held back (handler.later)
 }
 
 func newRequesterTable(n int, rate, burst float64) requesterTable {
@@ -70,6 +71,11 @@ func newRequesterTable(n int, rate, burst float64) requesterTable {
 
 // get returns the bucket of addr, refilled to now.
 func (t *requesterTable) get(now monotime.Time, addr netip.Addr) *bucket {
+	return &t.requester(now, addr).b
+}
+
+// requester returns the entry of addr, its bucket refilled to now.
+func (t *requesterTable) requester(now monotime.Time, addr netip.Addr) *requester {
 	a16 := addr.As16()
 	set := (maphash.Bytes(t.seed, a16[:]) & (t.sets - 1)) * requesterWays
 	ways := t.slots[set : set+requesterWays]
@@ -79,14 +85,15 @@ func (t *requesterTable) get(now monotime.Time, addr netip.Addr) *bucket {
 		if r.inUse && r.addr == addr {
 			r.used = now
 			r.b.refill(now)
-			return &r.b
+			r.b.rate, r.b.burst = t.rate, t.burst // the feed may have moved them
+			return r
 		}
 		if victim.inUse && (!r.inUse || r.used < victim.used) {
 			victim = r
 		}
 	}
 	*victim = requester{addr: addr, used: now, inUse: true, b: newBucket(now, t.rate, t.burst)}
-	return &victim.b
+	return victim
 }
 
 // coalesceKey identifies a request after capping.

@@ -25,6 +25,7 @@ const (
 	DefaultRequesterRateBytes = 20e6  // bytes per second
 	DefaultBurst              = 10 * time.Millisecond
 	DefaultMaxRequesters      = 4096
+	DefaultMaxDeferred        = 4096
 	DefaultReadBuffer         = 4 << 20
 
 	readBatchLen  = 64 // requests per recvmmsg
@@ -59,8 +60,17 @@ type ServerConfig struct {
 	// TTL is the multicast TTL (IPv4) or hop limit (IPv6) of repairs on
 	// RepairGroup. Default 0: they stay on this host.
 	TTL int
-	// AlwaysMulticast answers every request on RepairGroup.
+	// AlwaysMulticast answers every request on RepairGroup. It is what a
+	// Server with a RepairGroup does by default now; the field stays so
+	// that configurations that set it keep their meaning.
 	AlwaysMulticast bool
+	// UnicastFirst, with a RepairGroup, answers the first request for a
+	// range unicast and goes to the group only when a second requester
+	// asks within CoalesceWindow. Use it where one subscriber is
+	// expected: with many, every one of them that lost the range asks
+	// before the second answer, which is what the default (every answer
+	// on the group, with a confirm) avoids. Refused with AlwaysMulticast.
+	UnicastFirst bool
 	// CoalesceWindow: the same range (session, sequence and count after
 	// capping) asked again within this time is answered only once more,
 	// on RepairGroup, when a second requester asks; see the package doc.
@@ -91,6 +101,11 @@ type ServerConfig struct {
 	// MaxRequesters is the size of the table of per-requester buckets
 	// (least recently used replaced). Default 4096.
 	MaxRequesters int
+	// MaxDeferred bounds the requests held back for want of bucket
+	// tokens, to be answered when the buckets refill (each confirmed at
+	// once as wire.ConfirmLater). Beyond it requests are refused
+	// (ReasonRateLimited). Default 4096; negative: none held back.
+	MaxDeferred int
 	// Allow lists the networks requests are accepted from (IPv4-mapped
 	// sources are matched as IPv4); empty allows everyone. Requests from
 	// elsewhere are counted (ReasonNotAllowed) and ignored.
@@ -137,6 +152,9 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 	if c.AlwaysMulticast && !c.RepairGroup.IsValid() {
 		return c, fmt.Errorf("%w: AlwaysMulticast without a RepairGroup", ErrConfig)
 	}
+	if c.UnicastFirst && c.AlwaysMulticast {
+		return c, fmt.Errorf("%w: UnicastFirst and AlwaysMulticast exclude each other", ErrConfig)
+	}
 	for i, p := range c.Allow {
 		if !p.IsValid() {
 			return c, fmt.Errorf("%w: Allow[%d] %v is not a valid prefix", ErrConfig, i, p)
@@ -168,6 +186,12 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 	if c.MaxRequesters <= 0 {
 		c.MaxRequesters = DefaultMaxRequesters
 	}
+	switch {
+	case c.MaxDeferred == 0:
+		c.MaxDeferred = DefaultMaxDeferred
+	case c.MaxDeferred < 0:
+		c.MaxDeferred = 0
+	}
 	if c.PayloadSize != 0 && (c.PayloadSize < wire.MinPayloadSize || c.PayloadSize > wire.MaxPayloadSize) {
 		return c, fmt.Errorf("%w: PayloadSize %d outside [%d, %d]", ErrConfig, c.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
 	}
@@ -195,11 +219,11 @@ func (c ServerConfig) payloadFor(a netip.Addr) int {
 func newHandler(cfg ServerConfig, conn, mconn sock.PacketConn, st *counters, onErr func(error)) *handler {
 	now := monotime.Now()
 	hc := handlerConfig{
-		sources:         append([]Source(nil), cfg.Sources...),
-		alwaysMulticast: cfg.AlwaysMulticast,
-		maxPerRequest:   cfg.MaxPerRequest,
-		payloadUni:      cfg.payloadFor(cfg.Listen.Addr()),
-		allow:           append([]netip.Prefix(nil), cfg.Allow...),
+		sources:       append([]Source(nil), cfg.Sources...),
+		unicastFirst:  cfg.UnicastFirst,
+		maxPerRequest: cfg.MaxPerRequest,
+		payloadUni:    cfg.payloadFor(cfg.Listen.Addr()),
+		allow:         append([]netip.Prefix(nil), cfg.Allow...),
 	}
 	maxPayload := hc.payloadUni
 	if mconn != nil {
@@ -212,12 +236,16 @@ func newHandler(cfg ServerConfig, conn, mconn sock.PacketConn, st *counters, onE
 		return max(rate*cfg.Burst.Seconds(), float64(maxPayload))
 	}
 	h := &handler{
-		cfg:    hc,
-		global: newBucket(now, cfg.RateBytes, burst(cfg.RateBytes)),
-		reqs:   newRequesterTable(cfg.MaxRequesters, cfg.RequesterRateBytes, burst(cfg.RequesterRateBytes)),
-		coal:   newCoalesceTable(coalesceSlots, cfg.CoalesceWindow),
-		uni:    newOutQueue(conn, sendBatchLen, hc.payloadUni, false, st, onErr),
-		st:     st,
+		cfg:      hc,
+		global:   newBucket(now, cfg.RateBytes, burst(cfg.RateBytes)),
+		reqs:     newRequesterTable(cfg.MaxRequesters, cfg.RequesterRateBytes, burst(cfg.RequesterRateBytes)),
+		coal:     newCoalesceTable(coalesceSlots, cfg.CoalesceWindow),
+		group:    newGroupTable(groupSlots),
+		later:    make([]deferred, 0, cfg.MaxDeferred),
+		maxLater: cfg.MaxDeferred,
+		budget:   newFeedBudget(now, hc.sources, cfg.RateBytes, cfg.RequesterRateBytes, cfg.Burst, float64(maxPayload)),
+		uni:      newOutQueue(conn, sendBatchLen, hc.payloadUni, false, st, onErr),
+		st:       st,
 	}
 	if mconn != nil {
 		h.multi = newOutQueue(mconn, sendBatchLen, hc.payloadMulti, true, st, onErr)
@@ -293,6 +321,7 @@ func (s *Server) serve() {
 	defer close(s.done)
 	rb := sock.NewBatch(readBatchLen, readBufLen)
 	backoff := time.Millisecond
+	var wake monotime.Time // when held-back requests are looked at again; 0: none held
 	for {
 		n, err := s.conn.ReadBatch(rb)
 		if err != nil {
@@ -302,6 +331,7 @@ func (s *Server) serve() {
 			default:
 			}
 			if sock.IsTimeout(err) {
+				wake = s.later(monotime.Now(), wake)
 				continue
 			}
 			if errors.Is(err, net.ErrClosed) {
@@ -324,13 +354,33 @@ func (s *Server) serve() {
 		}
 		backoff = time.Millisecond
 		now := monotime.Now()
+		s.h.tick(now)
 		for i := range n {
 			m := &rb.Msgs[i]
 			s.h.handle(now, m.Buf, m.Truncated, m.Addr)
 		}
-		s.h.flush()
+		wake = s.later(now, wake)
 		s.st.kernelDrops.Store(uint64(rb.Drops))
 	}
+}
+
+// later answers the held-back requests that can be paid for now, sends
+// what is queued, and sets the read deadline to the next look at those
+// still held (none when nothing is held). prev is the deadline set last.
+func (s *Server) later(now, prev monotime.Time) monotime.Time {
+	s.h.tick(now)
+	wake := s.h.serveLater(now)
+	s.h.flush()
+	if wake != prev {
+		var t time.Time // zero: no deadline
+		if wake != 0 {
+			t = time.Now().Add(wake.Sub(now))
+		}
+		if err := s.conn.SetReadDeadline(t); err != nil && !s.closed.Load() {
+			s.latch(fmt.Errorf("retransmit: set read deadline: %w", err))
+		}
+	}
+	return wake
 }
 
 func (s *Server) sendError(err error) {
@@ -385,10 +435,10 @@ func (s *Server) Close() error {
 
 // RefusedStats counts refused requests by reason; see Reason.
 type RefusedStats struct {
-	BadSource, NotAllowed                                        uint64
-	RequestLen, BadSession, ZeroSeq, ZeroCount, SeqOverflow      uint64
-	UnknownSession, Coalesced, OutOfRange, TooLarge, RateLimited uint64
-	SourceError                                                  uint64
+	BadSource, NotAllowed                                   uint64
+	RequestLen, BadSession, ZeroSeq, ZeroCount, SeqOverflow uint64
+	UnknownSession, OutOfRange, TooLarge, RateLimited       uint64
+	SourceError                                             uint64
 }
 
 // Malformed is the number of requests that did not decode (wire errors).
@@ -398,7 +448,7 @@ func (r RefusedStats) Malformed() uint64 {
 
 // Total is the number of refused requests.
 func (r RefusedStats) Total() uint64 {
-	return r.Malformed() + r.BadSource + r.NotAllowed + r.UnknownSession + r.Coalesced +
+	return r.Malformed() + r.BadSource + r.NotAllowed + r.UnknownSession +
 		r.OutOfRange + r.TooLarge + r.RateLimited + r.SourceError
 }
 
@@ -417,6 +467,25 @@ type ServerStats struct {
 	Partial uint64
 	// Refused counts requests answered with nothing, by reason.
 	Refused RefusedStats
+	// Coalesced counts requests not answered again because the same
+	// range was answered (or held back) within CoalesceWindow for
+	// everyone on the repair group or for the same requester: their
+	// answer is already on its way, so they are not refused.
+	Coalesced uint64
+	// Deferred counts requests held back for want of bucket tokens and
+	// confirmed as wire.ConfirmLater; DeferredAnswered those answered
+	// since (the rest are still held, or were refused when their range
+	// left the sources). Held is the number held now.
+	Deferred, DeferredAnswered uint64
+	// Confirms counts the NAK confirms sent (wire.Confirm), ConfirmBytes
+	// their bytes.
+	Confirms, ConfirmBytes uint64
+	// GroupSize is the latest estimate of the distinct requesters heard
+	// within 10 s, as sent in confirms.
+	GroupSize uint64
+	// FeedRate is the feed's rate in bytes per second, as the caches see
+	// it, which the buckets follow (see ServerConfig.RateBytes).
+	FeedRate uint64
 	// UnicastPackets and UnicastBytes are the repairs sent to requesters;
 	// MulticastPackets and MulticastBytes those sent on the repair group.
 	// Bytes are UDP payload bytes the kernel accepted.
@@ -446,16 +515,23 @@ func (s *Server) Stats() ServerStats {
 func (c *counters) snapshot() ServerStats {
 	r := func(x Reason) uint64 { return c.refused[x].Load() }
 	return ServerStats{
-		Requests: c.requests.Load(),
-		Answered: c.answered.Load(),
-		Capped:   c.capped.Load(),
-		Partial:  c.partial.Load(),
+		Requests:         c.requests.Load(),
+		Answered:         c.answered.Load(),
+		Capped:           c.capped.Load(),
+		Partial:          c.partial.Load(),
+		Coalesced:        c.coalesced.Load(),
+		Deferred:         c.deferred.Load(),
+		DeferredAnswered: c.deferredAnswered.Load(),
+		Confirms:         c.confirms.Load(),
+		ConfirmBytes:     c.confirmBytes.Load(),
+		GroupSize:        c.groupSize.Load(),
+		FeedRate:         c.feedRate.Load(),
 		Refused: RefusedStats{
 			BadSource: r(ReasonBadSource), NotAllowed: r(ReasonNotAllowed),
 			RequestLen: r(ReasonRequestLen), BadSession: r(ReasonBadSession), ZeroSeq: r(ReasonZeroSeq),
 			ZeroCount: r(ReasonZeroCount), SeqOverflow: r(ReasonSeqOverflow),
-			UnknownSession: r(ReasonUnknownSession), Coalesced: r(ReasonCoalesced),
-			OutOfRange: r(ReasonOutOfRange), TooLarge: r(ReasonTooLarge), RateLimited: r(ReasonRateLimited),
+			UnknownSession: r(ReasonUnknownSession),
+			OutOfRange:     r(ReasonOutOfRange), TooLarge: r(ReasonTooLarge), RateLimited: r(ReasonRateLimited),
 			SourceError: r(ReasonSourceError),
 		},
 		UnicastPackets:   c.uniPackets.Load(),

@@ -65,6 +65,8 @@ type answer struct {
 	packets int
 	from    []netip.AddrPort
 	first   wire.Seq
+	// confirms are the NAK confirms read among the packets.
+	confirms []wire.Confirm
 }
 
 // read collects answer packets until it holds want messages or timeout
@@ -81,6 +83,10 @@ func (c *client) read(want int, timeout time.Duration) answer {
 		require.NoError(c.t, err)
 		for i := range n {
 			m := &c.batch.Msgs[i]
+			if cf, err := wire.ParseConfirm(m.Buf); err == nil {
+				a.confirms = append(a.confirms, cf)
+				continue
+			}
 			pkt, err := wire.ParsePacket(m.Buf)
 			require.NoError(c.t, err)
 			if a.packets == 0 {
@@ -279,7 +285,7 @@ func TestServerCoalescing(t *testing.T) {
 		group := netip.MustParseAddrPort("239.77.0.1:31001")
 		sub := joined(t, group, "lo")
 		srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c},
-			RepairGroup: group, CoalesceWindow: window})
+			RepairGroup: group, CoalesceWindow: window, UnicastFirst: true})
 		a, b, x := newClient(t, "127.0.0.1"), newClient(t, "127.0.0.2"), newClient(t, "127.0.0.3")
 		a.ask(srv.Addr(), s, 10, 20)
 		requireMessages(t, a.read(20, 2*time.Second), 10, 30, 100) // first: unicast, at once
@@ -288,7 +294,8 @@ func TestServerCoalescing(t *testing.T) {
 		x.ask(srv.Addr(), s, 10, 20) // third: coalesced
 		a.ask(srv.Addr(), s, 10, 20) // first again: coalesced
 		st := waitStats(t, srv, func(st ServerStats) bool { return st.Requests == 4 })
-		require.EqualValues(t, 2, st.Refused.Coalesced)
+		require.EqualValues(t, 2, st.Coalesced)
+		require.Zero(t, st.Refused.Total())
 		require.EqualValues(t, 2, st.Answered)
 		require.Positive(t, st.UnicastPackets)
 		require.Positive(t, st.MulticastPackets)
@@ -297,6 +304,42 @@ func TestServerCoalescing(t *testing.T) {
 		// A different range is not coalesced.
 		x.ask(srv.Addr(), s, 10, 21)
 		requireMessages(t, x.read(21, 2*time.Second), 10, 31, 100)
+	})
+	t.Run("repair-group-default", func(t *testing.T) {
+		// By default the first answer goes to the group, with a confirm
+		// that names the range and the requesters heard; a second
+		// requester within the window is served by it.
+		c, s := cachedSession(t, "COAL", 1, 101, 100, CacheConfig{})
+		group := netip.MustParseAddrPort("239.77.0.3:31001")
+		sub := joined(t, group, "lo")
+		srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c},
+			RepairGroup: group, CoalesceWindow: window})
+		a, b := newClient(t, "127.0.0.1"), newClient(t, "127.0.0.2")
+		a.ask(srv.Addr(), s, 10, 20)
+		got := sub.read(20, 2*time.Second)
+		requireMessages(t, got, 10, 30, 100)
+		if len(got.confirms) == 0 { // the confirm follows the answer
+			got.confirms = sub.read(1, 200*time.Millisecond).confirms
+		}
+		require.Len(t, got.confirms, 1)
+		cf := got.confirms[0]
+		require.Equal(t, wire.Confirm{Session: s, Seq: 10, Count: 20, Kind: wire.ConfirmSending, Group: 1}, cf)
+		b.ask(srv.Addr(), s, 10, 20)
+		st := waitStats(t, srv, func(st ServerStats) bool { return st.Requests == 2 })
+		require.EqualValues(t, 1, st.Coalesced)
+		require.EqualValues(t, 1, st.Answered)
+		require.Zero(t, st.UnicastPackets)
+		require.EqualValues(t, 1, st.Confirms)
+		require.Empty(t, a.read(1, 50*time.Millisecond).msgs, "nothing unicast")
+		require.Empty(t, sub.read(1, 50*time.Millisecond).msgs, "one multicast answer")
+		// Two requesters heard: the next confirm says so.
+		b.ask(srv.Addr(), s, 40, 5)
+		got = sub.read(5, 2*time.Second)
+		if len(got.confirms) == 0 {
+			got.confirms = sub.read(1, 200*time.Millisecond).confirms
+		}
+		require.Len(t, got.confirms, 1)
+		require.EqualValues(t, 2, got.confirms[0].Group)
 	})
 	t.Run("unicast-only", func(t *testing.T) {
 		c, s := cachedSession(t, "COAL", 1, 101, 100, CacheConfig{})
@@ -309,7 +352,7 @@ func TestServerCoalescing(t *testing.T) {
 		requireMessages(t, a.read(10, 2*time.Second), 40, 50, 100)
 		requireMessages(t, b.read(10, 2*time.Second), 40, 50, 100)
 		st := waitStats(t, srv, func(st ServerStats) bool { return st.Requests == 6 })
-		require.EqualValues(t, 4, st.Refused.Coalesced)
+		require.EqualValues(t, 4, st.Coalesced)
 		require.EqualValues(t, 2, st.Answered)
 		require.Empty(t, a.read(1, 50*time.Millisecond).msgs, "answered once")
 	})
@@ -338,7 +381,7 @@ func TestServerMulticastRepair(t *testing.T) {
 			require.EqualValues(t, 300, st.Messages)
 			// An identical request within the window is coalesced.
 			cl.ask(srv.Addr(), s, 1, 300)
-			waitStats(t, srv, func(st ServerStats) bool { return st.Refused.Coalesced == 1 })
+			waitStats(t, srv, func(st ServerStats) bool { return st.Coalesced == 1 })
 		})
 	}
 }
@@ -349,7 +392,7 @@ func TestServerRateLimit(t *testing.T) {
 	// 1000 B/s and a bucket of one packet: the first request gets one
 	// packet (truncated), the next is refused.
 	srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c},
-		RateBytes: 1000, RequesterRateBytes: 1000, CoalesceWindow: -1})
+		RateBytes: 1000, RequesterRateBytes: 1000, CoalesceWindow: -1, MaxDeferred: -1})
 	cl := newClient(t, "127.0.0.1")
 	cl.ask(srv.Addr(), s, 1, 200)
 	a := cl.read(200, 200*time.Millisecond)
@@ -360,6 +403,37 @@ func TestServerRateLimit(t *testing.T) {
 	require.EqualValues(t, 1, st.Partial)
 	require.EqualValues(t, 1, st.Refused.RateLimited)
 	require.LessOrEqual(t, st.Bytes(), uint64(wire.DefaultPayloadSizeIPv4))
+}
+
+// TestServerHoldsBack: by default a request the buckets cannot pay for
+// now is not refused but held, confirmed at once as "later" with the
+// wait, and answered when the buckets refill, within their rates.
+func TestServerHoldsBack(t *testing.T) {
+	netlab.Require(t)
+	c, s := cachedSession(t, "HOLD", 1, 1001, 100, CacheConfig{})
+	const rate = 30_000 // bytes/s: a 1472-byte packet every 49 ms
+	srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c},
+		RateBytes: rate, RequesterRateBytes: rate, CoalesceWindow: -1})
+	cl := newClient(t, "127.0.0.1")
+	t0 := time.Now()
+	for i := range 4 { // four full packets: the first is paid at once
+		cl.ask(srv.Addr(), s, wire.Seq(1+100*i), 100)
+	}
+	a := cl.read(4*100, 2*time.Second)
+	elapsed := time.Since(t0)
+	require.Equal(t, 4, a.packets, "every request answered, one packet each")
+	require.Len(t, a.confirms, 3, "the three held back are confirmed")
+	for i, cf := range a.confirms {
+		require.Equal(t, wire.ConfirmLater, cf.Kind)
+		require.EqualValues(t, 1+100*(i+1), cf.Seq)
+		require.Positive(t, cf.After)
+	}
+	// The buckets held: three more packets took about three packet times.
+	require.Greater(t, elapsed, 100*time.Millisecond, "answered within the rate")
+	st := waitStats(t, srv, func(st ServerStats) bool { return st.DeferredAnswered == 3 })
+	require.EqualValues(t, 3, st.Deferred)
+	require.Zero(t, st.Refused.Total())
+	require.EqualValues(t, 4, st.Answered)
 }
 
 // countingConn counts what the server's sockets really send.
@@ -419,6 +493,7 @@ func TestServerFlood(t *testing.T) {
 		Listen:             netip.MustParseAddrPort("127.0.0.1:0"),
 		Sources:            []Source{c},
 		RepairGroup:        netip.MustParseAddrPort("239.77.0.3:31004"),
+		UnicastFirst:       true, // the legitimate requester reads its answer unicast
 		RateBytes:          rate,
 		RequesterRateBytes: reqRate,
 		Burst:              burst,

@@ -149,7 +149,7 @@ func AttachServer(f *File, name string, stats func() retransmit.ServerStats) {
 		r := st.Refused
 		for i, v := range [...]uint64{st.Requests, st.Answered, st.Capped, st.Partial,
 			r.BadSource, r.NotAllowed, r.Malformed(), r.UnknownSession,
-			r.Coalesced, r.OutOfRange, r.TooLarge, r.RateLimited, r.SourceError} {
+			st.Coalesced, r.OutOfRange, r.TooLarge, r.RateLimited, r.SourceError} {
 			req[i].SetUint(v)
 		}
 		upk.SetUint(st.UnicastPackets)
