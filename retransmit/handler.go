@@ -254,10 +254,17 @@ func (h *handler) answered(now monotime.Time, s wire.Session, seq wire.Seq, coun
 }
 
 // confirm queues c, stamped with the group size, on the repair group
-// (multicast) or to the requester. Confirms are not paid from the
-// buckets: there is at most one per request answered or held back, 30
-// bytes for a 20-byte request.
+// (multicast) or to the requester. There is at most one per request
+// answered or held back (30 bytes for a 20-byte request), paid from the
+// global bucket like the answers, so that the server's total stays
+// within its rate; when that bucket is dry the confirm is skipped (the
+// requester then retries after its backoff, as without confirms).
 func (h *handler) confirm(now monotime.Time, c wire.Confirm, to netip.AddrPort, multicast bool) {
+	h.global.refill(now)
+	if !h.global.has(wire.ConfirmLen) {
+		return
+	}
+	h.global.take(wire.ConfirmLen)
 	q := h.uni
 	if multicast {
 		q, to = h.multi, h.cfg.group

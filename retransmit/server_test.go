@@ -413,7 +413,7 @@ func TestServerHoldsBack(t *testing.T) {
 	c, s := cachedSession(t, "HOLD", 1, 1001, 100, CacheConfig{})
 	const rate = 30_000 // bytes/s: a 1472-byte packet every 49 ms
 	srv := startServer(t, ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Sources: []Source{c},
-		RateBytes: rate, RequesterRateBytes: rate, CoalesceWindow: -1})
+		RateBytes: 1e6, RequesterRateBytes: rate, CoalesceWindow: -1})
 	cl := newClient(t, "127.0.0.1")
 	t0 := time.Now()
 	for i := range 4 { // four full packets: the first is paid at once
