@@ -42,6 +42,9 @@ const (
 	// DefaultMaxPending is the largest number of messages tracked missing at
 	// once per stream.
 	DefaultMaxPending = 1 << 16
+	// DefaultWindow is the number of re-requests of MaxRequest messages a
+	// stream keeps in flight.
+	DefaultWindow = 64
 )
 
 // maxDuration caps every configured duration (about 36 years) so that a
@@ -86,6 +89,14 @@ type Config struct {
 	// once, whole, and never requested (see "Bounded gaps" in the package
 	// documentation). Default DefaultMaxPending (65536).
 	MaxPending uint64
+	// Window bounds what a stream has asked for and not yet received, in
+	// re-requests of the largest size (MaxRequest, or SetMaxRequest): a
+	// first NAK is sent only for the messages that fit, and the rest of a
+	// long gap is asked as answers make room (looked at every Continue).
+	// It keeps a long gap from becoming a burst of requests the
+	// retransmitter must hold back or refuse, while keeping many in
+	// flight. Retries are not limited. Default DefaultWindow (64).
+	Window int
 	// Seed seeds the uniform delay generator (math/rand/v2 PCG) so that a
 	// test replays exactly. Zero means a random seed: receivers that share
 	// a seed draw the same delays and defeat NAK suppression.
@@ -118,6 +129,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending
 	}
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
 	return c
 }
 
@@ -139,6 +153,10 @@ type Stats struct {
 	// Suppressed counts the messages of Filled that arrived before their
 	// range's first NAK, so the NAK was never sent.
 	Suppressed uint64
+	// Confirmed counts messages whose first NAK was not sent because the
+	// retransmitter confirmed another receiver's request for them
+	// (OnConfirm).
+	Confirmed uint64
 	// LostRanges and LostMessages count what Poll and GiveUp returned as
 	// lost, including the overflow below.
 	LostRanges, LostMessages uint64

@@ -39,31 +39,31 @@ func TestConfigDefaults(t *testing.T) {
 		{
 			name: "zero value is the LAN default",
 			want: Config{Delay: DefaultDelay, Retry: DefaultRetry, MaxRetry: DefaultMaxRetry,
-				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending},
+				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending, Window: DefaultWindow},
 		},
 		{
 			name: "negative durations take defaults",
 			in:   Config{Delay: -1, Retry: -1, MaxRetry: -1, Deadline: -1, MaxRequest: -5},
 			want: Config{Delay: DefaultDelay, Retry: DefaultRetry, MaxRetry: DefaultMaxRetry,
-				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending},
+				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending, Window: DefaultWindow},
 		},
 		{
 			name: "MaxRetry below Retry is raised",
 			in:   Config{Retry: 50 * ms, MaxRetry: 20 * ms},
 			want: Config{Delay: DefaultDelay, Retry: 50 * ms, MaxRetry: 50 * ms,
-				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending},
+				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending, Window: DefaultWindow},
 		},
 		{
 			name: "MaxRequest capped at wire.MaxCount",
 			in:   Config{MaxRequest: 1 << 20, MaxPending: 7, Seed: 9},
 			want: Config{Delay: DefaultDelay, Retry: DefaultRetry, MaxRetry: DefaultMaxRetry,
-				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: wire.MaxCount, MaxPending: 7, Seed: 9},
+				Deadline: DefaultDeadline, Continue: DefaultContinue, MaxRequest: wire.MaxCount, MaxPending: 7, Seed: 9, Window: DefaultWindow},
 		},
 		{
 			name: "huge durations clamped",
 			in:   Config{Deadline: math.MaxInt64, MaxRetry: math.MaxInt64},
 			want: Config{Delay: DefaultDelay, Retry: DefaultRetry, MaxRetry: maxDuration,
-				Deadline: maxDuration, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending},
+				Deadline: maxDuration, Continue: DefaultContinue, MaxRequest: DefaultMaxRequest, MaxPending: DefaultMaxPending, Window: DefaultWindow},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

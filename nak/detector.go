@@ -17,7 +17,9 @@ type entry struct {
 	firstSeen monotime.Time // when the gap was reported
 	next      monotime.Time // when the next NAK is due
 	interval  time.Duration // wait after the last NAK; 0 before the first
+	asked     monotime.Time // when the last NAK was sent
 	naks      uint32        // NAKs sent for this range
+	start     bool          // the last NAK's request began at from
 	doomed    bool          // declared lost at once (MaxPending rule); the next Poll reports it
 }
 
@@ -39,6 +41,7 @@ type LossDetector struct {
 	entries []entry // sorted by from, disjoint, none empty
 	pending uint64  // messages in entries that are not doomed
 	doomed  uint64  // messages in doomed entries
+	maxReq  uint64  // the largest request (SetMaxRequest), <= cfg.MaxRequest
 
 	// due is a lower bound of the earliest entry time (see at) whenever
 	// entries is not empty; exact says it is that time.
@@ -52,7 +55,7 @@ type LossDetector struct {
 // take their defaults).
 func NewLossDetector(cfg Config) *LossDetector {
 	cfg = cfg.withDefaults()
-	d := &LossDetector{cfg: cfg, gen: cfg.Generator, exact: true}
+	d := &LossDetector{cfg: cfg, gen: cfg.Generator, exact: true, maxReq: uint64(cfg.MaxRequest)}
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -198,7 +201,7 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 		n := uint64(r.To - r.From)
 		d.fill(e, n)
 		right := *e
-		right.from = r.To
+		right.from, right.start = r.To, false
 		e.to = r.From
 		age = now.Sub(e.firstSeen)
 		d.entries = slices.Insert(d.entries, i+1, right)
@@ -218,7 +221,7 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 		case e.from < r.From: // left part stays (first entry only)
 			e.to = r.From
 		case e.to > r.To: // right part stays (last entry only)
-			e.from = r.To
+			e.from, e.start = r.To, false
 		default: // covered: removed
 			if d.at(&e) <= d.due {
 				d.exact = false
@@ -245,9 +248,11 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 // starts again. k is the index of the first entry that ends after from.
 func (d *LossDetector) hurry(now monotime.Time, k int, from wire.Seq) {
 	var t monotime.Time
-	for n := uint64(0); k < len(d.entries) && n < uint64(d.cfg.MaxRequest); k++ {
+	for n := uint64(0); k < len(d.entries) && n < d.maxReq; k++ {
 		e := &d.entries[k]
-		if e.from != from || e.naks == 0 || e.doomed {
+		if e.from != from || e.naks == 0 || e.doomed || e.start {
+			// Not the rest of the request the answer began: a request
+			// of its own, asked for apart, is not a partial answer.
 			return
 		}
 		if n == 0 {
@@ -278,8 +283,17 @@ func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []R
 	}
 	reqStart, lostStart := len(reqs), len(lost)
 	due := monotime.Time(math.MaxInt64)
-	out := 0
+	// The window: messages already asked for and not yet filled count
+	// against it, and a first NAK is sent only for what fits.
+	window := uint64(d.cfg.Window) * d.maxReq
+	var inflight uint64
 	for i := range d.entries {
+		if e := &d.entries[i]; e.naks > 0 && !e.doomed {
+			inflight += e.len()
+		}
+	}
+	out := 0
+	for i := 0; i < len(d.entries); i++ {
 		e := &d.entries[i]
 		if e.doomed || now >= e.firstSeen.Add(d.cfg.Deadline) {
 			lost = appendJoined(lost, lostStart, e.from, e.to, math.MaxUint64)
@@ -291,8 +305,24 @@ func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []R
 			d.st.LostMessages += e.len()
 			continue
 		}
-		if now >= e.next {
-			reqs = appendJoined(reqs, reqStart, e.from, e.to, uint64(d.cfg.MaxRequest))
+		if now >= e.next && e.naks == 0 && inflight >= window {
+			// The window is full: look again after Continue, when
+			// answers may have made room.
+			e.next = now.Add(d.cfg.Continue)
+		} else if now >= e.next {
+			if e.naks == 0 {
+				if room := window - inflight; e.len() > room {
+					// Ask for what fits; the rest waits its turn.
+					rest := *e
+					rest.from = e.from + wire.Seq(room)
+					rest.next = now.Add(d.cfg.Continue)
+					e.to = rest.from
+					d.entries = slices.Insert(d.entries, i+1, rest)
+					e = &d.entries[i]
+				}
+				inflight += e.len()
+			}
+			e.asked = now
 			e.naks++
 			d.st.NAKs++
 			if e.naks > 1 {
@@ -304,6 +334,23 @@ func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []R
 				e.interval = min(2*e.interval, d.cfg.MaxRetry)
 			}
 			e.next = now.Add(e.interval)
+			// One entry per request, so that an answer that fills a
+			// whole request is told from a partial one (see hurry): a
+			// range longer than a request is cut into pieces that keep
+			// its timers.
+			for e.len() > d.maxReq {
+				rest := *e
+				rest.from = e.from + wire.Seq(d.maxReq)
+				e.to = rest.from
+				reqs = d.appendRequest(reqs, reqStart, e)
+				due = min(due, d.at(e))
+				d.entries[out] = *e
+				out++
+				d.entries = slices.Insert(d.entries, i+1, rest)
+				i++
+				e = &d.entries[i]
+			}
+			reqs = d.appendRequest(reqs, reqStart, e)
 		}
 		due = min(due, d.at(e))
 		if out != i {
@@ -319,6 +366,20 @@ func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []R
 	}
 	d.st.LostRanges += uint64(len(lost) - lostStart)
 	return reqs, lost
+}
+
+// appendRequest appends e's range to reqs, joined to the last request
+// appended in this Poll (index >= start) when it ends at e.from and has
+// room, and notes in e whether it began a request. e is at most maxReq
+// long.
+func (d *LossDetector) appendRequest(reqs []Range, start int, e *entry) []Range {
+	if k := len(reqs) - 1; k >= start && reqs[k].To == e.from && reqs[k].Len()+e.len() <= d.maxReq {
+		reqs[k].To = e.to
+		e.start = false
+		return reqs
+	}
+	e.start = true
+	return append(reqs, Range{e.from, e.to})
 }
 
 // appendJoined appends [from, to) to rs in pieces of at most limit
@@ -337,6 +398,69 @@ func appendJoined(rs []Range, start int, from, to wire.Seq, limit uint64) []Rang
 		from += wire.Seq(n)
 	}
 	return rs
+}
+
+// SetMaxRequest sets the largest re-request Poll returns, in messages,
+// from 1 to Config.MaxRequest (values outside are clamped). A subscriber
+// sets it to the messages that fit one answer packet: a MoldUDP64 server
+// answers a request with one packet, so a request for exactly that much
+// is answered whole, and a long gap becomes several such requests in
+// flight (up to Config.Window of them) instead of one request answered
+// a packet at a time.
+func (d *LossDetector) SetMaxRequest(n int) {
+	d.maxReq = uint64(min(max(n, 1), d.cfg.MaxRequest))
+}
+
+// MaxRequest is the largest re-request Poll returns now.
+func (d *LossDetector) MaxRequest() int { return int(d.maxReq) }
+
+// OnConfirm records that the retransmitter confirmed at now that it is
+// answering r (after = 0) or will within after (wire.ConfirmLater),
+// whoever asked. The tracked pieces of r (split off at its bounds) count
+// as asked: a first NAK not sent yet is not sent (Stats.Confirmed counts
+// its messages), and the next NAK of each piece waits its retry interval
+// (at least Retry) plus after. It returns the time since this detector's
+// own last NAK of the first such piece it had asked for, a repair round
+// trip sample, and true; or false when it had asked for none of r.
+func (d *LossDetector) OnConfirm(now monotime.Time, r Range, after time.Duration) (rtt time.Duration, ok bool) {
+	if r.From >= r.To || len(d.entries) == 0 {
+		return 0, false
+	}
+	d.split(r.From)
+	d.split(r.To)
+	after = min(max(after, 0), maxDuration)
+	for i := d.search(r.From); i < len(d.entries) && d.entries[i].from < r.To; i++ {
+		e := &d.entries[i]
+		if e.doomed {
+			continue
+		}
+		if e.naks > 0 {
+			if !ok {
+				rtt, ok = max(now.Sub(e.asked), 0), true
+			}
+		} else {
+			d.st.Confirmed += e.len()
+		}
+		e.interval = max(e.interval, d.cfg.Retry)
+		if t := now.Add(after + e.interval); t > e.next {
+			e.next = t
+		}
+	}
+	d.exact = false
+	return rtt, ok
+}
+
+// split cuts the entry that holds s strictly inside it in two at s, both
+// pieces keeping its timers.
+func (d *LossDetector) split(s wire.Seq) {
+	i := d.search(s)
+	if i == len(d.entries) || d.entries[i].from >= s {
+		return
+	}
+	right := d.entries[i]
+	right.from, right.start = s, true
+	d.entries[i].to = s
+	d.entries = slices.Insert(d.entries, i+1, right)
 }
 
 // Next returns the earliest time at which Poll has work, and false when

@@ -76,6 +76,10 @@ func simulate(t *testing.T, p lossPattern, seed uint64) Stats {
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
 	cfg := p.cfg
 	cfg.Seed = seed + 1
+	if cfg.Window == 0 {
+		// The window postpones first NAKs past Delay; TestWindow checks it.
+		cfg.Window = 1 << 30
+	}
 	d := NewLossDetector(cfg)
 	c := d.Config()
 

@@ -1,0 +1,131 @@
+package nak
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+)
+
+func TestOnConfirmSuppressesFirstNAK(t *testing.T) {
+	d := NewLossDetector(Config{Generator: FixedDelay(2 * ms)})
+	d.OnGap(t0, rg(10, 20))
+	// Another receiver's request for [12, 15) is confirmed before ours.
+	_, ok := d.OnConfirm(t0.Add(ms), rg(12, 15), 0)
+	require.False(t, ok, "we asked for none of it")
+	requireInvariants(t, d)
+	reqs, _ := d.Poll(t0.Add(2*ms), nil, nil)
+	require.Equal(t, []Range{rg(10, 12), rg(15, 20)}, reqs, "the confirmed piece is not asked")
+	require.EqualValues(t, 3, d.Stats().Confirmed)
+	// Nothing came: the confirmed piece is asked after Retry from the confirm.
+	reqs, _ = d.Poll(t0.Add(ms+DefaultRetry-1), nil, nil)
+	require.Empty(t, reqs)
+	reqs, _ = d.Poll(t0.Add(ms+DefaultRetry), nil, nil)
+	require.Equal(t, []Range{rg(12, 15)}, reqs)
+	requireInvariants(t, d)
+}
+
+func TestOnConfirmLaterAndRTT(t *testing.T) {
+	d := NewLossDetector(Config{Generator: FixedDelay(0)})
+	d.OnGap(t0, rg(1, 5))
+	reqs, _ := d.Poll(t0, nil, nil)
+	require.Equal(t, []Range{rg(1, 5)}, reqs)
+	// Our request is confirmed "later": 30 ms.
+	rtt, ok := d.OnConfirm(t0.Add(300*time.Microsecond), rg(1, 5), 30*ms)
+	require.True(t, ok)
+	require.Equal(t, 300*time.Microsecond, rtt)
+	// No retry before after + Retry.
+	at := t0.Add(300*time.Microsecond + 30*ms + DefaultRetry)
+	next, _ := d.Next()
+	require.Equal(t, at, next)
+	reqs, _ = d.Poll(at-1, nil, nil)
+	require.Empty(t, reqs)
+	reqs, _ = d.Poll(at, nil, nil)
+	require.Equal(t, []Range{rg(1, 5)}, reqs)
+	requireInvariants(t, d)
+}
+
+func TestMaxRequestAndWindow(t *testing.T) {
+	d := NewLossDetector(Config{Generator: FixedDelay(0), Window: 4})
+	d.SetMaxRequest(10)
+	require.Equal(t, 10, d.MaxRequest())
+	d.OnGap(t0, rg(1, 101)) // 100 messages: ten requests of 10, four in flight at most
+	reqs, _ := d.Poll(t0, nil, nil)
+	require.Equal(t, []Range{rg(1, 11), rg(11, 21), rg(21, 31), rg(31, 41)}, reqs)
+	requireInvariants(t, d)
+	// The window is full: nothing more until answers make room.
+	reqs, _ = d.Poll(t0.Add(DefaultContinue), nil, nil)
+	require.Empty(t, reqs)
+	// Two answers arrive: two more requests at the next look.
+	d.OnReceived(t0.Add(DefaultContinue), rg(1, 21))
+	now := t0.Add(2 * DefaultContinue)
+	reqs, _ = d.Poll(now, nil, nil)
+	require.Equal(t, []Range{rg(41, 51), rg(51, 61)}, reqs)
+	requireInvariants(t, d)
+	d.SetMaxRequest(0)
+	require.Equal(t, 1, d.MaxRequest(), "clamped to 1")
+	d.SetMaxRequest(1 << 20)
+	require.Equal(t, DefaultMaxRequest, d.MaxRequest(), "clamped to MaxRequest")
+}
+
+func TestGroupBackoff(t *testing.T) {
+	g := NewGroupBackoff(1)
+	require.Zero(t, g.Window(), "a group of one does not wait")
+	require.Zero(t, g.Delay())
+	g.SetGroup(32)
+	require.Equal(t, InitialRTT, g.RTT())
+	g.ObserveRTT(3 * ms)
+	require.Equal(t, 2*ms, g.RTT(), "rises halfway at once")
+	for range 200 {
+		g.ObserveRTT(500 * time.Microsecond)
+	}
+	require.InDelta(t, float64(500*time.Microsecond), float64(g.RTT()), float64(20*time.Microsecond), "falls slowly to the samples")
+	w := g.Window()
+	for range 10_000 {
+		d := g.Delay()
+		require.GreaterOrEqual(t, d, time.Duration(0))
+		require.Less(t, d, w)
+	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { g.Delay() }))
+}
+
+// TestGroupBackoffSuppression simulates the loss of one packet by G
+// receivers that each hear the first NAK's confirm s after it left (s
+// equal to the measured round trip, as on a LAN): the NAKs per loss stay
+// near one at every group size.
+func TestGroupBackoffSuppression(t *testing.T) {
+	const rtt = 500 * time.Microsecond
+	for _, group := range []int{2, 4, 16, 32, 64, 256} {
+		var naks, first float64
+		const trials = 2000
+		rng := rand.New(rand.NewPCG(uint64(group), 7))
+		gs := make([]*GroupBackoff, group)
+		for i := range gs {
+			gs[i] = NewGroupBackoff(rng.Uint64() | 1)
+			gs[i].SetGroup(group)
+			gs[i].rtt = rtt
+		}
+		ds := make([]time.Duration, group)
+		for range trials {
+			for i, g := range gs {
+				ds[i] = g.Delay()
+			}
+			earliest := slices.Min(ds)
+			for _, d := range ds {
+				if d < earliest+rtt {
+					naks++
+				}
+			}
+			first += float64(earliest)
+		}
+		perLoss := naks / trials
+		t.Logf("G=%3d: window %v, %.2f NAKs per loss, first NAK after %v on average",
+			group, gs[0].Window(), perLoss, time.Duration(first/trials))
+		require.LessOrEqual(t, perLoss, 1.5, "group %d", group)
+	}
+	_ = monotime.Time(0)
+}
