@@ -86,9 +86,16 @@ type coreConfig struct {
 	startSeq   wire.Seq
 	ab         bool       // A/B: streams keyed by session only
 	nak        nak.Config // for every stream's detector (Seed is derived per stream)
-	sendNAKs   bool       // a Retransmitter or RetransmitPort is configured
-	retrPort   uint16     // RetransmitPort: each stream's source is asked at this port
-	asker      asker      // who is asked: the Retransmitter and its Backups
+	// backoff: the detectors share a nak.GroupBackoff sized by the
+	// retransmitter's confirms (the default, with neither NAK.Delay nor
+	// NAK.Generator set).
+	backoff bool
+	// payload is the answer packet size assumed when sizing requests
+	// (the default for the group's family).
+	payload  int
+	sendNAKs bool   // a Retransmitter or RetransmitPort is configured
+	retrPort uint16 // RetransmitPort: each stream's source is asked at this port
+	asker    asker  // who is asked: the Retransmitter and its Backups
 	// fullGrace is how long a full reorder buffer of a subscriber that
 	// sends NAKs drops newer packets before it gives up its oldest gap
 	// (see overflow).
@@ -128,6 +135,7 @@ type core struct {
 	src        netip.AddrPort // its source address and port
 
 	// Recovery (see recovery.go).
+	backoff *nak.GroupBackoff       // shared by the detectors (cfg.backoff); nil otherwise
 	ask     asker                   // the retransmitter asked (failover.go)
 	hist    *hdrhistogram.Histogram // every stream's recovery times, µs; nil until the first
 	retired nak.Stats               // detector counters of forgotten streams
@@ -146,16 +154,20 @@ type core struct {
 // Every sequence in [next, horizon) is either in a held packet or was
 // reported in a Gap.
 type stream struct {
-	id         StreamID
-	key        streamKey
-	index      uint64   // order of creation, for the detector's seed
-	next       wire.Seq // next sequence to deliver
-	horizon    wire.Seq // one past the highest sequence seen or reported missing; >= next
-	end        wire.Seq // end of session; InvalidSeq until known
-	ended      bool
-	superseded bool // its source has since started another session
-	replaced   bool // a newer incarnation of its session took its place
-	current    bool // the current incarnation of its session (c.bySession)
+	id    StreamID
+	key   streamKey
+	index uint64 // order of creation, for the detector's seed
+	// msgBytes and msgs: the live feed's message bytes and count, halved
+	// when msgs passes msgWindow, so their ratio follows the recent
+	// message size; it sizes re-requests (see chunk).
+	msgBytes, msgs uint64
+	next           wire.Seq // next sequence to deliver
+	horizon        wire.Seq // one past the highest sequence seen or reported missing; >= next
+	end            wire.Seq // end of session; InvalidSeq until known
+	ended          bool
+	superseded     bool // its source has since started another session
+	replaced       bool // a newer incarnation of its session took its place
+	current        bool // the current incarnation of its session (c.bySession)
 	// catchUp is its horizon when it became current after waiting for
 	// its predecessor to go quiet: the gaps before it were all asked for
 	// at once then (see overflow). 0 for a stream that never waited.
@@ -226,7 +238,15 @@ func newCore(cfg coreConfig) *core {
 		incarnations: make(map[wire.Session]uint32, cfg.maxStreams),
 		timerAt:      maxTime,
 		ask:          cfg.asker,
+		backoff:      newBackoff(cfg),
 	}
+}
+
+func newBackoff(cfg coreConfig) *nak.GroupBackoff {
+	if !cfg.backoff {
+		return nil
+	}
+	return nak.NewGroupBackoff(cfg.nak.Seed)
 }
 
 // drop counts a dropped datagram. c.mu must be held.
@@ -309,6 +329,13 @@ func (c *core) handleIn(s *stream, p wire.Packet) {
 	if !c.fromRepair {
 		f := &s.feedNext[c.feed]
 		*f = max(*f, p.Next())
+		if n := uint64(p.Count); n > 0 && !h.IsEndOfSession() {
+			s.msgBytes += uint64(p.Len()-wire.HeaderLen) - n*wire.MsgLenLen
+			s.msgs += n
+			if s.msgs > msgWindow {
+				s.msgBytes, s.msgs = s.msgBytes/2, s.msgs/2
+			}
+		}
 	}
 	switch {
 	case h.IsHeartbeat():
@@ -996,10 +1023,18 @@ func (c *core) stats() Stats {
 	st := c.st
 	st.Streams = len(c.list)
 	st.Suppressed = c.retired.Suppressed
+	st.Confirmed = c.retired.Confirmed
+	st.Retries = c.retired.Retries
 	for _, s := range c.list {
 		if s.nak != nil {
-			st.Suppressed += s.nak.Stats().Suppressed
+			ns := s.nak.Stats()
+			st.Suppressed += ns.Suppressed
+			st.Confirmed += ns.Confirmed
+			st.Retries += ns.Retries
 		}
+	}
+	if c.backoff != nil {
+		st.GroupSize, st.RepairRTT = c.backoff.Group(), c.backoff.RTT()
 	}
 	st.RecoveryP50, st.RecoveryP99, st.RecoveryMax = percentiles(c.hist)
 	if len(c.ask.addrs) > 0 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/wire"
 )
 
 // reader moves datagrams from one socket into the core: one ReadBatch,
@@ -72,6 +73,8 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 			c.drop(DropWrongSource)
 		case r.repair && !r.trusted(src, now):
 			c.drop(DropUntrustedRepair)
+		case r.repair && wire.IsConfirm(m.Buf):
+			c.handleConfirm(src, m.Buf, now)
 		default:
 			c.handleDatagram(src, m.Buf, now, r.repair)
 		}

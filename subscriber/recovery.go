@@ -57,9 +57,61 @@ func (c *core) detector(s *stream) *nak.LossDetector {
 	if s.nak == nil {
 		cfg := c.cfg.nak
 		cfg.Seed = seedFor(cfg.Seed, s.index)
+		if c.backoff != nil {
+			cfg.Generator = c.backoff
+		}
 		s.nak = nak.NewLossDetector(cfg)
 	}
 	return s.nak
+}
+
+// msgWindow is how many recent messages the size estimate follows.
+const msgWindow = 1 << 16
+
+// chunk is the messages of s that fit one answer packet: the size of a
+// re-request that a MoldUDP64 server answers whole (it answers a request
+// with one packet). Until s has seen a message it is the detector's
+// largest request.
+func (c *core) chunk(s *stream) int {
+	if s.msgs == 0 || c.cfg.payload == 0 {
+		return nak.DefaultMaxRequest
+	}
+	avg := (s.msgBytes + s.msgs - 1) / s.msgs // rounded up: a fuller request is answered partly
+	return max(1, (c.cfg.payload-wire.HeaderLen)/int(avg+wire.MsgLenLen))
+}
+
+// handleConfirm takes a retransmitter's confirm (wire.Confirm) from src,
+// already trusted as a repair would be: the confirmed range is not asked
+// for again until its answer is overdue, the group size it carries sizes
+// the back-off, and a confirm of this subscriber's own request gives a
+// repair round trip sample. c.mu must be held.
+func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
+	cf, err := wire.ParseConfirm(b)
+	if err != nil {
+		c.drop(dropReasonOf(err))
+		return
+	}
+	c.st.Confirms++
+	if c.backoff != nil {
+		c.backoff.SetGroup(int(cf.Group))
+	}
+	s := c.bySession[cf.Session]
+	if s == nil || s.nak == nil {
+		return
+	}
+	if c.cfg.retrPort != 0 && c.feed == FeedRepair && s.key.source.Addr() != src.Addr() {
+		c.drop(DropUntrustedRepair) // each source's retransmitter confirms its own streams
+		return
+	}
+	var after time.Duration
+	if cf.Kind == wire.ConfirmLater {
+		after = time.Duration(cf.After) * time.Microsecond
+		c.st.ConfirmsLater++
+	}
+	rtt, ok := s.nak.OnConfirm(now, nak.Range{From: cf.Seq, To: cf.Seq + wire.Seq(cf.Count)}, after)
+	if ok && c.backoff != nil {
+		c.backoff.ObserveRTT(rtt)
+	}
 }
 
 // gapFound hands a newly reported gap [from, to) of s to its detector and
@@ -67,6 +119,7 @@ func (c *core) detector(s *stream) *nak.LossDetector {
 // anyway. It does not allocate once the detector has grown.
 func (c *core) gapFound(s *stream, from, to wire.Seq) {
 	d := c.detector(s)
+	d.SetMaxRequest(c.chunk(s))
 	d.OnGap(c.now, nak.Range{From: from, To: to})
 	c.rearm(d)
 }
@@ -212,7 +265,10 @@ func (c *core) abandon(s *stream) {
 // is forgotten.
 func (c *core) retire(s *stream) {
 	if s.nak != nil {
-		c.retired.Suppressed += s.nak.Stats().Suppressed
+		ns := s.nak.Stats()
+		c.retired.Suppressed += ns.Suppressed
+		c.retired.Confirmed += ns.Confirmed
+		c.retired.Retries += ns.Retries
 	}
 }
 

@@ -239,6 +239,20 @@ type Stats struct {
 	// NAK was due, so it was never sent (a repair heard on the repair
 	// group, the other A/B feed, or plain reordering).
 	Suppressed uint64
+	// Confirms is the retransmitters' NAK confirms heard (wire.Confirm);
+	// ConfirmsLater those that said the answer was held back behind a
+	// rate limit. Confirmed is the missing messages whose first NAK was
+	// not sent because a confirm said another subscriber's request for
+	// them was being answered. Retries is the re-requests sent again
+	// because no answer came within the retry interval: requests that
+	// went unanswered.
+	Confirms, ConfirmsLater, Confirmed, Retries uint64
+	// GroupSize is the retransmitter's count of the subscribers asking it
+	// (from its confirms) and RepairRTT the smoothed round trip from a
+	// re-request to its confirm; they size the NAK back-off (0 when
+	// NAK.Delay or NAK.Generator is set).
+	GroupSize int
+	RepairRTT time.Duration
 	// Repairs is the packets from the repair socket or repair group that
 	// filled at least one missing message; Recovered is the messages
 	// filled after being reported missing, from any socket.

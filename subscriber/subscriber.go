@@ -421,6 +421,8 @@ func (c Config) core() coreConfig {
 		startSeq:   c.StartSeq,
 		ab:         c.Secondary.IsValid(),
 		nak:        nc,
+		backoff:    c.asks() && c.NAK.Delay <= 0 && c.NAK.Generator == nil,
+		payload:    defaultPayload(c.Group.Addr()),
 		sendNAKs:   c.asks(),
 		retrPort:   c.RetransmitPort,
 		asker:      c.asker(),
@@ -432,6 +434,15 @@ func (c Config) core() coreConfig {
 		onLoss:     c.OnLoss,
 		onResync:   c.OnResync,
 	}
+}
+
+// defaultPayload is the answer packet size a retransmitter of a feed on
+// group uses by default.
+func defaultPayload(group netip.Addr) int {
+	if group.Is4() || group.Is4In6() {
+		return wire.DefaultPayloadSizeIPv4
+	}
+	return wire.DefaultPayloadSizeIPv6
 }
 
 // Sizes of the secondary sockets' batches.
