@@ -109,6 +109,20 @@ func (q *outQueue) push(pkt []byte, to netip.AddrPort) {
 	q.n++
 }
 
+// moveLastTo moves the packet queued last to position i, after the ones
+// before it; when a flush sent position i already (the queue filled),
+// it stays last.
+func (q *outQueue) moveLastTo(i int) {
+	last := q.n - 1
+	if i >= last || i < 0 {
+		return
+	}
+	m, b := q.batch.Msgs[last], q.bufs[last]
+	copy(q.batch.Msgs[i+1:last+1], q.batch.Msgs[i:last])
+	copy(q.bufs[i+1:last+1], q.bufs[i:last])
+	q.batch.Msgs[i], q.bufs[i] = m, b
+}
+
 // flush sends the queued packets. A datagram the kernel refuses (for
 // instance no route to a spoofed source) is counted and skipped.
 func (q *outQueue) flush() {
@@ -225,31 +239,44 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 			multicast = true // a second requester wants it: answer once for all
 		}
 	}
-	msgs, r := h.answer(now, req.Session, req.Seq, count, from, src, multicast)
+	msgs, r := h.answerConfirmed(now, req.Session, req.Seq, count, from, src, multicast)
 	if msgs == 0 {
-		if r == ReasonRateLimited && h.hold(now, req.Session, req.Seq, count, from, src, multicast) {
+		if (r == ReasonRateLimited || r == ReasonOutOfRange && h.ahead(req.Session, req.Seq)) &&
+			h.hold(now, req.Session, req.Seq, count, from, src, multicast) {
 			h.coal.record(now, key, from, multicast)
 			return
 		}
 		h.refuse(r)
 		return
 	}
-	h.answered(now, req.Session, req.Seq, count, msgs, from, multicast)
+	h.answered(now, req.Session, req.Seq, count, msgs)
 	h.coal.record(now, key, from, multicast)
 }
 
-// answered accounts for an answer of msgs messages to a request for count
-// from seq, and confirms a multicast answer on the repair group, so that
-// the subscribers that miss the same range wait for it instead of asking
-// too, and learn the group's size.
-func (h *handler) answered(now monotime.Time, s wire.Session, seq wire.Seq, count, msgs int, from netip.AddrPort, multicast bool) {
+// answerConfirmed is answer, with a multicast answer preceded by its
+// confirm (wire.ConfirmSending for the messages answered) on the repair
+// group: the subscribers that miss the same range learn that it is on its
+// way before it arrives, and the one that asked gets a round trip sample.
+func (h *handler) answerConfirmed(now monotime.Time, s wire.Session, seq wire.Seq, count int, from netip.AddrPort, src netip.Addr, multicast bool) (int, Reason) {
+	var start int
+	if multicast {
+		start = h.multi.n
+	}
+	msgs, r := h.answer(now, s, seq, count, from, src, multicast)
+	if msgs > 0 && multicast {
+		h.confirm(now, wire.Confirm{Session: s, Seq: seq, Count: uint16(msgs), Kind: wire.ConfirmSending}, from, true)
+		h.multi.moveLastTo(start)
+	}
+	return msgs, r
+}
+
+// answered accounts for an answer of msgs messages to a request for
+// count.
+func (h *handler) answered(now monotime.Time, s wire.Session, seq wire.Seq, count, msgs int) {
 	h.st.answered.Add(1)
 	h.st.msgs.Add(uint64(msgs))
 	if msgs < count {
 		h.st.partial.Add(1)
-	}
-	if multicast {
-		h.confirm(now, wire.Confirm{Session: s, Seq: seq, Count: uint16(msgs), Kind: wire.ConfirmSending}, from, true)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 // deferred is a request held back because the buckets could not pay for
 // its first packet: it is answered, in order, as they refill.
 type deferred struct {
+	at        monotime.Time // when it was held
 	session   wire.Session
 	seq       wire.Seq
 	count     int
@@ -43,7 +44,7 @@ func (h *handler) hold(now monotime.Time, s wire.Session, seq wire.Seq, count in
 		return false
 	}
 	rq.held++
-	h.later = append(h.later, deferred{session: s, seq: seq, count: count, from: from, src: src, multicast: multicast})
+	h.later = append(h.later, deferred{at: now, session: s, seq: seq, count: count, from: from, src: src, multicast: multicast})
 	h.st.deferred.Add(1)
 	// Every held request costs about one packet: the answer leaves when
 	// the slower of the two buckets has paid for those before it.
@@ -72,8 +73,8 @@ func (h *handler) serveLater(now monotime.Time) monotime.Time {
 	out, i := 0, 0
 	for ; i < len(h.later) && i < laterScan; i++ {
 		d := h.later[i]
-		msgs, r := h.answer(now, d.session, d.seq, d.count, d.from, d.src, d.multicast)
-		if msgs > 0 || r != ReasonRateLimited {
+		msgs, r := h.answerConfirmed(now, d.session, d.seq, d.count, d.from, d.src, d.multicast)
+		if msgs > 0 || r != ReasonRateLimited && (r != ReasonOutOfRange || now.Sub(d.at) >= aheadHold || !h.ahead(d.session, d.seq)) {
 			if rq := h.reqs.requester(now, requesterKey(d.src)); rq.held > 0 {
 				rq.held--
 			}
@@ -81,9 +82,9 @@ func (h *handler) serveLater(now monotime.Time) monotime.Time {
 		switch {
 		case msgs > 0:
 			h.st.deferredAnswered.Add(1)
-			h.answered(now, d.session, d.seq, d.count, msgs, d.from, d.multicast)
+			h.answered(now, d.session, d.seq, d.count, msgs)
 			continue
-		case r == ReasonRateLimited:
+		case r == ReasonRateLimited, r == ReasonOutOfRange && now.Sub(d.at) < aheadHold && h.ahead(d.session, d.seq):
 			h.later[out] = d // still waiting
 			out++
 			if !h.global.has(wire.HeaderLen + wire.MsgLenLen) {
@@ -107,6 +108,28 @@ done:
 	payload := float64(max(h.cfg.payloadUni, h.cfg.payloadMulti))
 	wait := time.Duration(max(payload-h.global.tokens, 0) / h.global.rate * float64(time.Second))
 	return now.Add(max(wait, laterMinWait))
+}
+
+// aheadHold is how long a request for messages the sources do not hold
+// yet (at or past the next they expect) is held before it is refused: a
+// subscriber can see a gap before a rewinder beside it has cached the
+// packets after it, and asking at once is not an error.
+const aheadHold = 50 * time.Millisecond
+
+// aheadSpan bounds how far past the next expected sequence a request is
+// taken as "not yet held" (a subscriber's whole pending set, nak's
+// MaxPending default); farther is refused at once.
+const aheadSpan = 1 << 16
+
+// ahead reports whether seq is at or past the next sequence a source
+// expects for s: not held yet, rather than gone.
+func (h *handler) ahead(s wire.Session, seq wire.Seq) bool {
+	for _, src := range h.cfg.sources {
+		if _, next, ok := src.Bounds(s); ok && seq >= next && seq-next < aheadSpan {
+			return true
+		}
+	}
+	return false
 }
 
 // laterMinWait is the shortest sleep between two looks at the held-back

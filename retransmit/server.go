@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -444,6 +445,33 @@ type RefusedStats struct {
 // Malformed is the number of requests that did not decode (wire errors).
 func (r RefusedStats) Malformed() uint64 {
 	return r.RequestLen + r.BadSession + r.ZeroSeq + r.ZeroCount + r.SeqOverflow
+}
+
+// String lists the non-zero counts by reason ("rate-limited 3, out-of-range
+// 1"), "none" when there are none.
+func (r RefusedStats) String() string {
+	var b strings.Builder
+	for _, x := range [...]struct {
+		n    uint64
+		name Reason
+	}{
+		{r.BadSource, ReasonBadSource}, {r.NotAllowed, ReasonNotAllowed}, {r.RequestLen, ReasonRequestLen},
+		{r.BadSession, ReasonBadSession}, {r.ZeroSeq, ReasonZeroSeq}, {r.ZeroCount, ReasonZeroCount},
+		{r.SeqOverflow, ReasonSeqOverflow}, {r.UnknownSession, ReasonUnknownSession}, {r.OutOfRange, ReasonOutOfRange},
+		{r.TooLarge, ReasonTooLarge}, {r.RateLimited, ReasonRateLimited}, {r.SourceError, ReasonSourceError},
+	} {
+		if x.n == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", x.name, x.n)
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
 }
 
 // Total is the number of refused requests.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -15,7 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { labtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(groupChildEnv) == "1" {
+		groupChild() // a subscriber process of TestAcceptanceGroupSuppression
+	}
+	labtest.Main(m)
+}
 
 type fanout struct {
 	group    netip.AddrPort
