@@ -55,9 +55,9 @@ type GroupResult struct {
 	LostPackets uint64 // data packets the shared loss dropped
 	// Requests is the re-requests the server received; Repairs the
 	// repair packets it sent (unicast and multicast), confirms apart.
-	Requests, Repairs, Confirms uint64
-	Coalesced, Deferred         uint64
-	Refused                     retransmit.RefusedStats
+	Requests, Repairs, Confirms  uint64
+	Coalesced, Deferred, Partial uint64
+	Refused                      retransmit.RefusedStats
 	// RequestsPerLoss and RepairsPerLoss divide by LostPackets.
 	RequestsPerLoss, RepairsPerLoss float64
 	// RecoveryP50 and RecoveryP99 are the worst subscriber's.
@@ -239,7 +239,7 @@ func RunGroup(ctx context.Context, cfg GroupConfig) (GroupResult, error) {
 		res.LostPackets = cfg.Dropped()
 	}
 	res.Requests, res.Repairs, res.Confirms = st.Requests, st.UnicastPackets+st.MulticastPackets-st.Confirms, st.Confirms
-	res.Coalesced, res.Deferred, res.Refused = st.Coalesced, st.Deferred, st.Refused
+	res.Coalesced, res.Deferred, res.Partial, res.Refused = st.Coalesced, st.Deferred, st.Partial, st.Refused
 	if res.LostPackets > 0 {
 		res.RequestsPerLoss = float64(res.Requests) / float64(res.LostPackets)
 		res.RepairsPerLoss = float64(res.Repairs) / float64(res.LostPackets)
@@ -355,7 +355,7 @@ func GroupChildMain(ctx context.Context, args []string, stdout io.Writer) error 
 
 // String summarises r in one line.
 func (r GroupResult) String() string {
-	return fmt.Sprintf("subs %d: %d lost packets, %.2f requests and %.2f repairs per lost packet (%d requests, %d repairs, %d confirms, %d coalesced, %d held back, refused: %s); recovery p50 %v p99 %v; %d messages lost; %d/%d complete",
-		r.Subs, r.LostPackets, r.RequestsPerLoss, r.RepairsPerLoss, r.Requests, r.Repairs, r.Confirms, r.Coalesced, r.Deferred,
+	return fmt.Sprintf("subs %d: %d lost packets, %.2f requests and %.2f repairs per lost packet (%d requests, %d repairs, %d confirms, %d coalesced, %d held back, %d partial, refused: %s); recovery p50 %v p99 %v; %d messages lost; %d/%d complete",
+		r.Subs, r.LostPackets, r.RequestsPerLoss, r.RepairsPerLoss, r.Requests, r.Repairs, r.Confirms, r.Coalesced, r.Deferred, r.Partial,
 		r.Refused, r.RecoveryP50, r.RecoveryP99, r.Lost, r.Complete, r.Subs)
 }

@@ -28,11 +28,12 @@ import (
 // t = (T/λ)·ln(1 + u·(e^λ − 1)) for u uniform in [0, 1). A receiver that
 // hears the first NAK's confirm s after it left sends its own only if its
 // delay fell within s of the earliest; the expected number of NAKs per
-// loss is then about e^(λ·s/T) = e^(s/(Factor·R)), which for s ≈ R and
-// the default Factor 4 is 1.28 at any G. The price is latency that grows
-// with the group: the earliest of G draws lands near T·1.3/λ, about
-// 5·R whatever G (2.6 ms at G = 32 and R = 0.5 ms). The window is capped
-// at MaxWindow.
+// loss is then about e^(λ·s/T) = e^(s/(Factor·R)): 1.13 for s ≈ R with
+// the default Factor 8, 1.28 when a loaded host takes twice the measured
+// round trip to hear the confirm, at any G. The price is latency: the
+// earliest of G draws lands near T·1.3/λ, about 10·R whatever G (5 ms at
+// G = 32 and R = 0.5 ms), and nothing for a lone subscriber. The window
+// is capped at 50 ms.
 //
 // A GroupBackoff is not safe for concurrent use: a subscriber shares one
 // among its streams' detectors, all called under the subscriber's lock.
@@ -48,7 +49,7 @@ type GroupBackoff struct {
 const (
 	// DefaultBackoffFactor is the window in repair round trips per unit
 	// of λ (see GroupBackoff).
-	DefaultBackoffFactor = 6
+	DefaultBackoffFactor = 8
 	// DefaultMaxWindow caps the back-off window.
 	DefaultMaxWindow = 50 * time.Millisecond
 	// InitialRTT is the round trip assumed before the first confirm.
@@ -57,7 +58,7 @@ const (
 	maxRTT     = 100 * time.Millisecond
 )
 
-// NewGroupBackoff returns a back-off with the defaults (factor 4, window
+// NewGroupBackoff returns a back-off with the defaults (factor 8, window
 // at most 50 ms, round trip 1 ms until measured, group 1 until told),
 // seeded with seed (0: random).
 func NewGroupBackoff(seed uint64) *GroupBackoff {

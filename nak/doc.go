@@ -51,6 +51,39 @@
 // given up. Next tells the caller when to call Poll again; Poll before then
 // is cheap and does nothing.
 //
+// # Suppression that scales with the group
+//
+// A NAK that no other receiver hears suppresses nothing, and a fixed
+// random delay suppresses well only for the group size and round trip it
+// was chosen for (a uniform 0-2 ms wait let 8-10 of 32 subscribers that
+// missed the same packet ask for it). Two mechanisms make one NAK serve
+// the group, after PGM (RFC 3208) and NORM (RFC 5740):
+//
+//   - The retransmitter confirms every request it accepts on the repair
+//     group (wire.Confirm, PGM's NCF) before it answers, and OnConfirm
+//     records it: a receiver that has not asked yet does not ask, and one
+//     that has waits for the answer instead of retrying. A confirm that
+//     says "later" (the answer is held behind a rate limit) postpones the
+//     retry by the wait it names, so a busy retransmitter is not hammered.
+//   - GroupBackoff draws the first NAK's delay from NORM's truncated
+//     exponential distribution over a window sized by the group (the
+//     retransmitter's count of its requesters, carried in every confirm)
+//     and by the measured repair round trip; see its documentation. A
+//     subscriber uses it unless its configuration sets Delay or
+//     Generator. A group of one waits not at all.
+//
+// # Requests sized to answers, and a window
+//
+// A MoldUDP64 server answers a request with one packet. SetMaxRequest
+// sizes requests to what one packet holds (the subscriber estimates it
+// from the feed's message sizes), so each is answered whole, and a long
+// gap is asked as several requests in flight rather than one request
+// answered a packet per round trip. Config.Window bounds what is in
+// flight (64 requests by default): the rest of a long gap is asked as
+// answers make room. Each tracked range is asked in one request of its
+// own, so that an answer that fills a request is told from a partial
+// answer, whose rest is asked at once (Continue).
+//
 // # Defaults for a LAN
 //
 // mdbus runs on a LAN where a round trip to the retransmitter costs tens to

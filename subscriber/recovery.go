@@ -76,7 +76,11 @@ func (c *core) chunk(s *stream) int {
 	if s.msgs == 0 || c.cfg.payload == 0 {
 		return nak.DefaultMaxRequest
 	}
-	avg := (s.msgBytes + s.msgs - 1) / s.msgs // rounded up: a fuller request is answered partly
+	// Rounded to the nearest byte: with messages of one size the
+	// estimate is exact; with mixed sizes a request may ask for more than
+	// one packet holds, and the rest of it is asked for at once after
+	// the partial answer (nak's Continue).
+	avg := (s.msgBytes + s.msgs/2) / s.msgs
 	return max(1, (c.cfg.payload-wire.HeaderLen)/int(avg+wire.MsgLenLen))
 }
 
