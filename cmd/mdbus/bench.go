@@ -51,6 +51,8 @@ Modes:
               --headroom (searched) or --capacity-from (a capacity report)
   chart       draw a percentile-spectrum SVG from .json reports or .hgrm files:
               mdbus bench chart -o out.svg a.json b.hgrm ...
+  group       recovery at group scale: N subscriber processes behind a shared
+              loss; re-requests and repairs per lost packet (mdbus bench group -h)
   lab         run a command inside the benchmark lab (private network
               namespace, lo multicast), as bench/peers/run.sh does:
               mdbus bench lab -- COMMAND [ARGS...]
@@ -71,6 +73,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "lab" {
 		return benchLab(ctx, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "_group-sub" {
+		return bench.GroupChildMain(ctx, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "group" {
+		return benchGroup(ctx, args[1:], stdout)
 	}
 	mode := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {

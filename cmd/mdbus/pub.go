@@ -121,7 +121,8 @@ order-book messages at --rate until --count messages or --duration.`)
 	dur := fs.Duration("duration", 0, "with --synthetic: how long to send (0 = until --count or interrupted)")
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
-	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs (optional)")
+	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs, each preceded by a NAK confirm (optional)")
+	unicastFirst := fs.Bool("unicast-first", false, "with --repair-group: answer a range's first re-request unicast, the group only when a second subscriber asks (for one subscriber)")
 	stamp := fs.Bool("stamp", true, "with --synthetic: write the send time into each message's ITCH timestamp (sub --stats shows one-way latency)")
 	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
 	allow := fs.String("allow", "", "with --retransmit: networks re-requests are accepted from, CIDR,... (default: anyone)")
@@ -162,7 +163,7 @@ order-book messages at --rate until --count messages or --duration.`)
 		}
 		cache = retransmit.NewCache(retransmit.CacheConfig{})
 		srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
-			RepairGroup: rg, Interface: *gf.ifname, TTL: *ttl, Allow: nets})
+			RepairGroup: rg, UnicastFirst: *unicastFirst, Interface: *gf.ifname, TTL: *ttl, Allow: nets})
 		if err != nil {
 			return err
 		}

@@ -26,7 +26,8 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	gf := addGroupFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:31100", "unicast address:port for re-requests")
 	repair := fs.String("repair-group", "", "multicast group:port for repairs and heartbeats (optional)")
-	always := fs.Bool("always-multicast", false, "answer every re-request on --repair-group")
+	always := fs.Bool("always-multicast", false, "answer every re-request on --repair-group (the default now; kept for old scripts)")
+	unicastFirst := fs.Bool("unicast-first", false, "with --repair-group: answer a range's first re-request unicast, the group only when a second subscriber asks (for one subscriber)")
 	maxMsgs := fs.Int("cache-messages", 0, "messages to keep (default 1048576)")
 	maxBytes := fs.Int("cache-bytes", 0, "bytes to keep (default 256 MiB)")
 	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
@@ -71,7 +72,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
 		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, Upstream: up, UpstreamBackups: upBackups, Journal: j,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
-		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always, RateBytes: *rate, Allow: nets},
+		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always && !*unicastFirst, UnicastFirst: *unicastFirst, RateBytes: *rate, Allow: nets},
 	})
 	if err != nil {
 		return err
