@@ -115,7 +115,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	drain := fs.Duration("drain", 0, "wait this long for subscribers after the sender stops (default 2s)")
 	seed := fs.Uint64("seed", 1, "seed for message contents and loss")
 	withLoss := fs.Bool("with-loss", false, "also run mdbus with --loss of the datagrams dropped at each subscriber (the impairment layer; recovery cost)")
-	loss := fs.Float64("loss", 0.01, "fraction of datagrams --with-loss drops (0-0.5)")
+	lossList := fs.String("loss", "0.01", "fractions of datagrams --with-loss drops (0-0.5), comma-separated: 0.01,0.02,0.05 runs each beside the lossless case")
 	recovery := fs.Bool("recovery", false, "run every mdbus case with its retransmitter (cache, server, NAKs), not only the lossy ones")
 	out := fs.String("out", "bench-results", "directory for the .json, .hlog, .hgrm and .svg files (empty: none)")
 	name := fs.String("name", "", "base name of the files (default: MODE-YYYYmmdd-HHMMSS)")
@@ -184,9 +184,15 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if *subs < 1 || *subs > bench.MaxSubscribers {
 		return usageErr("--subs %d: want 1 to %d", *subs, bench.MaxSubscribers)
 	}
-	if *loss <= 0 || *loss > 0.5 || *loss != *loss {
-		return usageErr("--loss %v: want a fraction above 0 and at most 0.5", *loss)
+	var losses []float64
+	for _, f := range strings.Split(*lossList, ",") {
+		l, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(l > 0) || l > 0.5 {
+			return usageErr("--loss %q: want fractions above 0 and at most 0.5, comma-separated", *lossList)
+		}
+		losses = append(losses, l)
 	}
+	loss := &losses[0] // goals take the first
 	var sys []bench.System
 	for _, s := range strings.Split(*systems, ",") {
 		switch strings.TrimSpace(s) {
@@ -340,18 +346,18 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		sc := bench.SearchConfig{Resolution: *resolution, MaxProbes: *maxProbes, Budget: *budget}
 		runErr = benchCapacity(ctx, b, matrix, sc, *probe)
 	case "throughput":
-		runErr = benchThroughput(ctx, b, sys, szs, rs, *subs, *procs, *withLoss, *loss)
+		runErr = benchThroughput(ctx, b, sys, szs, rs, *subs, *procs, *withLoss, losses)
 	case "latency":
-		runErr = benchLatency(ctx, b, sys, szs, rs, modes, *subs, *procs, *withLoss, *loss)
+		runErr = benchLatency(ctx, b, sys, szs, rs, modes, *subs, *procs, *withLoss, losses)
 	case "raw":
-		runErr = benchThroughput(ctx, b, sys, szs, []float64{0}, *subs, *procs, false, 0)
+		runErr = benchThroughput(ctx, b, sys, szs, []float64{0}, *subs, *procs, false, nil)
 		if runErr == nil {
 			lr := rs
 			if *rates == "" {
 				lr = []float64{bench.DefaultLatencyRate}
 			}
 			if !containsZero(lr) {
-				runErr = benchLatency(ctx, b, sys, szs, lr, modes, *subs, *procs, false, 0)
+				runErr = benchLatency(ctx, b, sys, szs, lr, modes, *subs, *procs, false, nil)
 			}
 		}
 	case "goals":
@@ -434,7 +440,7 @@ func containsZero(rs []float64) bool {
 
 // benchThroughput runs every size × rate × system; mdbus runs again with
 // loss when asked. It stops at the first interruption.
-func benchThroughput(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, subs int, procs, withLoss bool, loss float64) error {
+func benchThroughput(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, subs int, procs, withLoss bool, losses []float64) error {
 	var errs []error
 	for _, sz := range szs {
 		for _, r := range rs {
@@ -446,7 +452,10 @@ func benchThroughput(ctx context.Context, b *bench.Bench, sys []bench.System, sz
 				if err != nil && ctx.Err() == nil {
 					errs = append(errs, err)
 				}
-				if s == bench.Mdbus && withLoss && ctx.Err() == nil {
+				for _, loss := range losses {
+					if s != bench.Mdbus || !withLoss || ctx.Err() != nil {
+						break
+					}
 					_, err := b.Throughput(ctx, bench.ThroughputCase{System: s, Sizes: sz, Rate: r, Subscribers: subs, Processes: procs, Loss: loss})
 					if err != nil && ctx.Err() == nil {
 						errs = append(errs, err)
@@ -494,7 +503,7 @@ func benchCapacity(ctx context.Context, b *bench.Bench, m bench.CapacityMatrix, 
 	return errors.Join(errs...)
 }
 
-func benchLatency(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, subs int, procs, withLoss bool, loss float64) error {
+func benchLatency(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, subs int, procs, withLoss bool, losses []float64) error {
 	var errs []error
 	for _, sz := range szs {
 		for i, r := range rs {
@@ -513,7 +522,10 @@ func benchLatency(ctx context.Context, b *bench.Bench, sys []bench.System, szs [
 					if _, err := b.Latency(ctx, c); err != nil && ctx.Err() == nil {
 						errs = append(errs, err)
 					}
-					if s == bench.Mdbus && withLoss && ctx.Err() == nil {
+					for _, loss := range losses {
+						if s != bench.Mdbus || !withLoss || m == bench.PingPong || ctx.Err() != nil {
+							break
+						}
 						c.Loss = loss
 						if _, err := b.Latency(ctx, c); err != nil && ctx.Err() == nil {
 							errs = append(errs, err)
