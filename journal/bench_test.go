@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mdbus/mdbus/tools/synth"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -272,7 +272,7 @@ func BenchmarkRawRead(b *testing.B) {
 }
 
 // BenchmarkCompressedRandomRead reports (acceptance 4) the zstd ratio of
-// sealed segments on synthetic ITCH data (tools/synth) and on the real
+// sealed segments on synthetic ITCH data (internal/synth) and on the real
 // ITCH messages of wire/testdata, and measures one random read by
 // sequence (SeekSeq + Next on a fresh block) from the compressed segments.
 func BenchmarkCompressedRandomRead(b *testing.B) {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/stretchr/testify/require"
 )
 

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )

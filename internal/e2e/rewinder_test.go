@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )

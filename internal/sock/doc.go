@@ -41,7 +41,7 @@
 // next of the caller's b.Buffer(i), one Message each, carrying the train's
 // source, destination, interface and kernel time. So the layers above (the
 // subscriber's core and its per-datagram counters, a Wrap such as
-// tools/impair) see exactly what a plain socket gives. A train that does not
+// packetconn/impair) see exactly what a plain socket gives. A train that does not
 // fit into the caller's batch is kept: the next ReadBatch hands out the rest
 // before it reads again (without a syscall), so nothing is lost or reordered
 // (even after Close, which the next ReadBatch reports once those are handed
