@@ -106,6 +106,7 @@
 // itself; one reader and one writer may run at once. Close is safe at any
 // time and unblocks both.
 //
-// BUG(mdbus): batched I/O is implemented for Linux only; elsewhere Open
-// returns an error.
+// BUG(mdbus): batched I/O is implemented for Linux only. Elsewhere the
+// package builds (so does everything above it), and Open returns an error
+// matching ErrUnsupported and errors.ErrUnsupported that names the OS.
 package sock
