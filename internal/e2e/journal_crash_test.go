@@ -56,7 +56,7 @@ func TestChildRecorder(t *testing.T) {
 	require.NoError(t, j.Close())
 }
 
-// Acceptance 1 with the real recorder (issue 8): a recorder journals a
+// Acceptance with the real recorder: a recorder journals a
 // 1,000,000-message stream with fsync every 10 ms and is killed with SIGKILL
 // at seeded random moments, 20 times. After each kill the journal reopens
 // with every record byte-identical to what was sent (a torn tail is

@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Acceptance 5a (issue 8): a subscriber that misses a range older than the
+// Acceptance: a subscriber that misses a range older than the
 // rewinder's in-memory cache recovers it from the rewinder's journal,
 // through the ordinary re-request path.
 func TestAcceptanceJournalRecoveryDepth(t *testing.T) {
@@ -100,7 +100,7 @@ func (s *stall) ReadBatch(b *sock.Batch) (int, error) {
 	return s.PacketConn.ReadBatch(b)
 }
 
-// Acceptance 5b (issue 8): a recorder whose reader stalls behind a small
+// Acceptance: a recorder whose reader stalls behind a small
 // receive buffer suffers kernel drops, asks its upstream retransmitter for
 // what it missed, and ends with a hole-free journal byte-identical to what
 // was sent.

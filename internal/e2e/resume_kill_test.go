@@ -92,7 +92,7 @@ wait:
 	require.NoError(t, cp.Close())
 }
 
-// Acceptance 6 (issue 8): a consumer killed with SIGKILL and restarted 10
+// Acceptance: a consumer killed with SIGKILL and restarted 10
 // times during a 1,000,000-message stream ends with exactly the sent
 // stream: every sequence once, in order, byte-identical (hash).
 func TestAcceptanceResumeKill(t *testing.T) {

@@ -50,7 +50,7 @@ func TestChildPublisher(t *testing.T) {
 
 const crashSeed = 77
 
-// Acceptance 4 (issue 3): the publisher is killed with SIGKILL mid-stream
+// Acceptance: the publisher is killed with SIGKILL mid-stream
 // while a standalone rewinder runs; subscribers (with 5% loss of their
 // own) recover every message the publisher had sent.
 func TestAcceptancePublisherCrash(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Acceptance 8 (issue 18): "mdbus sub --checkpoint" without --out prints
+// Acceptance: "mdbus sub --checkpoint" without --out prints
 // to stdout and promises at-least-once. Killed with SIGKILL 10 times during
 // a 1,000,000-message feed whose every subscriber loses 2% of what it
 // receives, and restarted each time from its checkpoint, the concatenated
