@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mdbus/mdbus/publisher"
@@ -264,7 +263,7 @@ func defaultSpawn(args []string) *exec.Cmd {
 		exe = os.Args[0]
 	}
 	cmd := exec.Command(exe, append([]string{"bench", "_child"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	killWithParent(cmd)
 	return cmd
 }
 

@@ -3,8 +3,6 @@ package bench
 import (
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Clock readings in this package are CLOCK_MONOTONIC nanoseconds: the same
@@ -27,15 +25,15 @@ func calibrate() {
 	best := int64(1) << 62
 	for range 64 {
 		a := time.Since(clockOrigin)
-		var ts unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		mono, ok := clockMonotonic()
+		if !ok {
 			continue
 		}
 		b := time.Since(clockOrigin)
 		if w := int64(b - a); w < best {
 			best = w
 			// The kernel read sits between a and b: take the middle.
-			clockOffset = ts.Nano() - int64(a) - w/2
+			clockOffset = mono - int64(a) - w/2
 		}
 	}
 }

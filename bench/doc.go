@@ -33,7 +33,7 @@
 //     never use UDP_GRO (one datagram per recvmmsg slot, the baseline);
 //     mdbus subscribers do unless Config.NoGRO (--no-gro), which only
 //     matters when the sender sends GSO trains.
-//   - With loss: the impairment layer (tools/impair) drops a fraction of
+//   - With loss: the impairment layer (packetconn/impair) drops a fraction of
 //     the datagrams each mdbus subscriber receives; the run then reports
 //     repairs and the recovery time (gap found to gap repaired).
 //

@@ -288,7 +288,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		tw.Flush()
 	}
 	if len(r.Goals) > 0 {
-		fmt.Fprintln(&buf, "\nGoals (issue 4)")
+		fmt.Fprintln(&buf, "\nGoals")
 		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 		for _, g := range r.Goals {
 			v := "FAIL"

@@ -261,7 +261,7 @@ type Ratio struct {
 	Ratio float64 `json:"ratio"`
 }
 
-// Goal is one target of issue 4 and whether this run met it.
+// Goal is one of the performance targets (Goal*) and whether this run met it.
 type Goal struct {
 	Name     string `json:"name"`
 	Target   string `json:"target"`

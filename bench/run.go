@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mdbus/mdbus/wire"
@@ -236,18 +235,8 @@ func waitUntil(t int64, spin time.Duration, end int64) {
 			runtime.Gosched()
 			continue
 		}
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		schedYield()
 	}
-}
-
-// cpuSeconds is the user+system CPU time of this process (children
-// excluded).
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // rateName formats a rate for names: "max", "10000", "4M".

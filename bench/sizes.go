@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mdbus/mdbus/tools/synth"
+	"github.com/mdbus/mdbus/internal/synth"
 )
 
 // itchSample is the first 1000 messages of NASDAQ's public TotalView-ITCH 5.0
@@ -50,7 +50,7 @@ const (
 //	64        every message 64 bytes
 //	16-1000   uniformly random from 16 to 1000 bytes (seeded)
 //	itch      the sizes and bytes of 1000 real NASDAQ ITCH 5.0 messages
-//	synth     synthetic ITCH-shaped messages (tools/synth)
+//	synth     synthetic ITCH-shaped messages (internal/synth)
 //
 // maxLen is the largest message allowed (the payload limit); sizes must be
 // at least StampLen.

@@ -6,13 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mdbus/mdbus/tools/synth"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -45,14 +44,6 @@ var benchCPU time.Duration
 func resetTimer(b *testing.B) {
 	b.ResetTimer()
 	benchCPU = cpuTime()
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkAppend(b *testing.B) {
@@ -272,7 +263,7 @@ func BenchmarkRawRead(b *testing.B) {
 }
 
 // BenchmarkCompressedRandomRead reports (acceptance 4) the zstd ratio of
-// sealed segments on synthetic ITCH data (tools/synth) and on the real
+// sealed segments on synthetic ITCH data (internal/synth) and on the real
 // ITCH messages of wire/testdata, and measures one random read by
 // sequence (SeekSeq + Next on a fresh block) from the compressed segments.
 func BenchmarkCompressedRandomRead(b *testing.B) {

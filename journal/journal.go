@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -788,9 +787,9 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: lock %s: %w%s", dir, err, hint(err))
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if held, err := tryLock(f); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if held {
 			return nil, fmt.Errorf("journal: %s is open for writing elsewhere (another recorder, or mdbus journal compact/repair); open it ReadOnly to read: %w", dir, ErrLocked)
 		}
 		return nil, fmt.Errorf("journal: lock %s: %w", dir, err)

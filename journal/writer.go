@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mdbus/mdbus/wire"
@@ -320,7 +319,7 @@ func (w *Writer) sync() error {
 	// A segment unlinked under a running writer (its directory deleted)
 	// still takes writes and syncs, which then reach nothing: say so.
 	if fi, err := w.f.Stat(); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink == 0 {
+		if unlinked(fi) {
 			return w.latch(fmt.Errorf("journal: segment %s was removed from disk (was the journal directory deleted?); records after %d are lost", w.seg.path, w.durable.Load()))
 		}
 	}
@@ -328,15 +327,6 @@ func (w *Writer) sync() error {
 		w.durable.Store(next)
 	}
 	return nil
-}
-
-func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err != syscall.EINTR {
-			return err
-		}
-	}
 }
 
 func (w *Writer) syncLoop() {

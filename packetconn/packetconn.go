@@ -6,7 +6,7 @@
 //
 // that receives each socket the component opened and returns what the
 // component uses instead, for example a wrapper that drops, delays,
-// duplicates or records datagrams (tools/impair is one).
+// duplicates or records datagrams (packetconn/impair is one).
 //
 // A wrapper forwards ReadBatch and WriteBatch to the inner PacketConn with
 // the same Batch, or with a Batch of its own made by NewBatch; it leaves

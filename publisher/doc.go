@@ -139,10 +139,9 @@
 // packets, Flush and Close never wait. One timer per open packet, armed by
 // whoever leaves the packet open (the publisher, without waking the
 // sending goroutine), which wakes the sending goroutine only if it fires.
-// Measured in the lab at 4M 64-byte msgs/s offered in bursts of 256 (mdbus
-// bench throughput): 18.4 messages per 1472-byte packet without Linger,
-// 22.0 (full) with 500 µs; 36 and 134 per 8972-byte packet; the fewer
-// packets took the subscriber from kernel drops to none.
+// Fuller packets mean fewer of them for every subscriber to receive, which
+// is what keeps a subscriber near its limit free of kernel drops (figures
+// in BENCHMARKS.md, "Figures behind the package docs").
 //
 // # UDP GSO
 //
@@ -163,17 +162,12 @@
 //
 // A receiving socket that did not ask for UDP_GRO gets the train cut into
 // datagrams and pays the kernel's per-datagram cost itself, so GSO alone
-// moves cost from the publisher to the subscribers' host: in the lab
-// (BenchmarkWriteBatchGSO in internal/sock, 64 packets of 1472 bytes per
-// call to a multicast group on lo) the sender's time per packet fell from
-// 8.3 to 2.0 µs, while one plain receiver then read only 72-86% of what
-// was sent. Subscribers receiving with UDP_GRO take the train whole. In
-// the lab on a loaded 2-core VM (mdbus bench capacity, 1472-byte packets,
-// one plain subscriber, 2026-12-01, three runs each way), 1024-byte
-// messages went from 0.58-1.19x raw UDP's capacity without GSO to
-// 1.53-2.21x with it (on lo, raw UDP measured in the same run), and from
-// 0.76x to 1.99x on a veth; 64-byte messages from 0.95-1.85M to 2.32-3.68M
-// msgs/s. With GSO the subscriber, not the publisher, became the limit.
+// moves cost from the publisher to the subscribers' host: the sender's
+// time per packet falls several-fold (BenchmarkWriteBatchGSO in
+// internal/sock) while a plain receiver on the same host may fall behind.
+// Subscribers receiving with UDP_GRO take the train whole. With GSO the
+// subscriber, not the publisher, is the limit of a feed's capacity
+// (figures in BENCHMARKS.md, "Figures behind the package docs").
 //
 // GSO falls back by itself: if the kernel lacks UDP_SEGMENT, or refuses a
 // train for want of it (EIO from a device without checksum offload,

@@ -9,9 +9,9 @@ import (
 	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
-	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/stretchr/testify/require"
 )
 

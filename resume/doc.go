@@ -24,7 +24,11 @@
 //
 // The checkpoint is written after delivery, so on its own it gives
 // at-least-once: what was delivered after the last snapshot is delivered
-// again after a restart. Output makes an application's output
+// again after a restart. That holds for what the application has made
+// durable or visible by the time of each snapshot: an application that
+// buffers its effects (a bufio.Writer on stdout) sets
+// CheckpointConfig.Flush to flush them, as mdbus sub does, or a crash loses
+// what the buffer held of the messages already checkpointed. Output makes an application's output
 // exactly-once: each snapshot saves the output's flushed length with the
 // positions, and a restart cuts the output back to it before resuming
 // right after the snapshot's positions.

@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/mdbus/mdbus/fetch"
 	"github.com/mdbus/mdbus/journal"
-	"github.com/mdbus/mdbus/tools/fetch"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -76,7 +76,7 @@ const (
 
 // RequestHistory fetches history by MoldUDP64 re-requests to a
 // retransmitter (a retransmit.Server, mdbus pub --retransmit, mdbus
-// rewind) through tools/fetch: one request in flight, answers accepted
+// rewind) through package fetch: one request in flight, answers accepted
 // only from Addr, one round trip per packet from a server that answers
 // each request with one packet.
 type RequestHistory struct {

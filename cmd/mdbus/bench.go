@@ -45,7 +45,7 @@ Modes:
               1472,8972 x 64,1024 x 1,4; 4 = subscriber processes): a
               free-running probe, an exponential ramp, then bisection to
               --resolution, at most --max-probes and --budget per cell
-  goals       the targets of issue 4, each measured in this run, PASS/FAIL;
+  goals       the performance targets, each measured in this run, PASS/FAIL;
               the throughput goals at 8972 and 1472-byte packets (or
               --payload-size), with headroom = capacity / goal from
               --headroom (searched) or --capacity-from (a capacity report)

@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/tools/counters"
-	"github.com/mdbus/mdbus/tools/impair"
+	impairtool "github.com/mdbus/mdbus/tools/impair"
 )
 
 func init() {
@@ -79,15 +80,15 @@ Ends on SIGINT or after --duration.`)
 	}
 	defer ops.Close()
 	lastLine := time.Now()
-	var latest atomic.Pointer[impair.RelayStats]
-	latest.Store(&impair.RelayStats{})
+	var latest atomic.Pointer[impairtool.RelayStats]
+	latest.Store(&impairtool.RelayStats{})
 	counters.AttachStruct(ops.Counters(), "impair", func() any { return latest.Load() })
-	cfg := impair.RelayConfig{
+	cfg := impairtool.RelayConfig{
 		In: inG, Out: outG, Interface: *ifname, TTL: *ttl,
 		Impair:        impair.Config{Loss: *loss, Reorder: *reorder, Duplicate: *dup, Delay: *delay, Jitter: *jitter, Seed: *seed},
 		Ready:         func() { env.log.Info("relaying", "in", inG.String(), "out", outG.String(), "interface", *ifname) },
 		ProgressEvery: 100 * time.Millisecond,
-		Progress: func(s impair.RelayStats) {
+		Progress: func(s impairtool.RelayStats) {
 			latest.Store(&s)
 			if time.Since(lastLine) < time.Second {
 				return
@@ -102,7 +103,7 @@ Ends on SIGINT or after --duration.`)
 		ctx, cancel = context.WithTimeout(ctx, *dur)
 		defer cancel()
 	}
-	st, err := impair.Relay(ctx, cfg)
+	st, err := impairtool.Relay(ctx, cfg)
 	latest.Store(&st)
 	env.log.Info("summary", "received", st.Received, "sent", st.Impair.Out, "dropped", st.Impair.Dropped,
 		"duplicated", st.Impair.Duplicated, "reordered", st.Impair.Reordered, "delayed", st.Impair.Delayed)

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mdbus/mdbus/fetch"
 	"github.com/mdbus/mdbus/journal"
-	"github.com/mdbus/mdbus/tools/fetch"
 	"github.com/mdbus/mdbus/wire"
 )
 

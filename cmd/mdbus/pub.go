@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/oneway"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/tools/counters"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 )
 

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/counters"
-	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/tools/statsd"
 	"github.com/mdbus/mdbus/wire"
 )

@@ -12,9 +12,9 @@ import (
 
 	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/counters"
-	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -33,7 +33,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	dur := fs.Duration("duration", 0, "exit after this long (0 = no limit)")
 	exitOnEnd := fs.Bool("exit-on-end", false, "exit when a stream ends (end-of-session packet)")
 	start := fs.String("start", "live", "where each stream starts: live, session (its sequence 1), seq:N, time:RFC3339 (needs --journal); history comes from --journal, then --retransmit")
-	ckpt := fs.String("checkpoint", "", "resume file: the last delivered sequence per session, saved atomically every 100 ms; a restart continues after it")
+	ckpt := fs.String("checkpoint", "", "resume file: the last delivered sequence per session, saved atomically every 100 ms; a restart continues after it. Alone: at-least-once (stdout is flushed before each save, so a restart may print again what followed the last save)")
 	outFile := fs.String("out", "", "with --checkpoint: append messages to this file in step with the checkpoint (exactly-once across restarts)")
 	jdir := fs.String("journal", "", "journal directory to read history (and --start time:) from")
 	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
@@ -102,8 +102,8 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	defer out.Flush()
-	msgOut := rs.writer(out)
-	var mu sync.Mutex
+	var mu sync.Mutex // guards out
+	msgOut := rs.writer(out, &mu)
 	done := make(chan struct{})
 	var once sync.Once
 	n := 0

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/resume"
@@ -70,10 +71,22 @@ func parseSubResume(start, ckpt, out, jdir string) (*subResume, error) {
 	return r, nil
 }
 
-// writer is where messages go: the --out file, else stdout's writer.
-func (r *subResume) writer(stdout *bufio.Writer) *bufio.Writer {
+// writer is where messages go: the --out file, else stdout's writer,
+// which mu guards. With a checkpoint but no --out, stdout is flushed
+// before each checkpoint save: a sequence is saved only once its line
+// has reached stdout, so a crash loses no line (at-least-once). Without
+// the flush the checkpoint would run ahead of lines still in the buffer,
+// and a restart would skip them.
+func (r *subResume) writer(stdout *bufio.Writer, mu *sync.Mutex) *bufio.Writer {
 	if r.out != nil {
 		return r.out.Writer()
+	}
+	if r.cp != nil {
+		r.cp.SetFlush(func() ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return nil, stdout.Flush()
+		})
 	}
 	return stdout
 }

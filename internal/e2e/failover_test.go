@@ -8,10 +8,10 @@ import (
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/stretchr/testify/require"
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/stretchr/testify/require"
 )
 
@@ -135,7 +135,7 @@ func runFanout(t *testing.T, f fanout) {
 	}
 }
 
-// Acceptance 2 (issue 2): 1,000,000 messages of 1-1000 random bytes to three
+// Acceptance: 1,000,000 messages of 1-1000 random bytes to three
 // subscribers on an IPv4 loopback group, byte-identical, in order, once.
 func TestAcceptanceFanoutIPv4(t *testing.T) {
 	netlab.Require(t)
@@ -151,7 +151,7 @@ func TestAcceptanceFanoutIPv4(t *testing.T) {
 	})
 }
 
-// Acceptance 2 (issue 2), IPv6: 100,000 messages on an ff15:: group across
+// Acceptance, IPv6: 100,000 messages on an ff15:: group across
 // the lab's veth pair (IPv6 multicast does not work over lo on Linux).
 func TestAcceptanceFanoutIPv6(t *testing.T) {
 	netlab.Require(t)
@@ -167,7 +167,7 @@ func TestAcceptanceFanoutIPv6(t *testing.T) {
 	})
 }
 
-// Acceptance 3 (issue 2): two publishers with different sessions on one
+// Acceptance: two publishers with different sessions on one
 // group; one subscriber delivers both streams independently and completely.
 func TestAcceptanceTwoSessions(t *testing.T) {
 	netlab.Require(t)
@@ -218,7 +218,7 @@ func TestAcceptanceTwoSessions(t *testing.T) {
 	require.Len(t, s.Streams(), 2)
 }
 
-// Acceptance 4 (issue 2): SSM filters by source; subscribers of two groups
+// Acceptance: SSM filters by source; subscribers of two groups
 // on one port each receive only their own group.
 func TestAcceptanceSSMAndGroupIsolation(t *testing.T) {
 	netlab.Require(t)

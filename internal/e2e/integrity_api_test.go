@@ -49,7 +49,7 @@ func internalTypes(t reflect.Type, seen map[reflect.Type]bool) []string {
 	return out
 }
 
-// TestPublicConfigNamesNoInternalType (issue 9, item 7): no exported
+// TestPublicConfigNamesNoInternalType: no exported
 // configuration names a type an importer cannot name (before, the Wrap
 // hooks took internal/sock.PacketConn).
 func TestPublicConfigNamesNoInternalType(t *testing.T) {

@@ -8,11 +8,11 @@ import (
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +36,7 @@ func in(t *testing.T, h *netlab.Host, f func()) {
 	require.NoError(t, h.Do(f))
 }
 
-// TestAcceptanceSeveralHosts (issue 9): four hosts on a bridge, each a
+// TestAcceptanceSeveralHosts: four hosts on a bridge, each a
 // network namespace of its own: a publisher host, a rewinder host and two
 // subscriber hosts, over IPv4 and IPv6. Mid-stream the first subscriber
 // host's link goes down for 200 ms and comes back: every message is
@@ -126,7 +126,7 @@ func TestAcceptanceSeveralHosts(t *testing.T) {
 	}
 }
 
-// TestAcceptanceSeveralHostsRestart (issue 9): the publisher host
+// TestAcceptanceSeveralHostsRestart: the publisher host
 // restarts its publisher under the same session name while a rewinder
 // host holds the previous run; the two subscriber hosts, each with 5%
 // receive loss, deliver both runs whole and every delivered byte is what

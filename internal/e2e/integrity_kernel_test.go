@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestAcceptanceKernelDrops (issue 9): losses the kernel makes, not
+// TestAcceptanceKernelDrops: losses the kernel makes, not
 // injected ones. A subscriber with a small receive buffer whose consumer
 // stalls three times for 100 ms makes the kernel drop datagrams (counted
 // exactly by SO_RXQ_OVFL in Stats.KernelDrops); recovery from the

@@ -11,12 +11,12 @@ import (
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/internal/synth"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -134,15 +134,13 @@ func rawRun(t *testing.T, conn *sock.Conn, feed netip.AddrPort, s wire.Session, 
 	}
 }
 
-// TestAcceptanceRestartSameSession (issue 9, item 1): a rewinder holds a
+// TestAcceptanceRestartSameSession: a rewinder holds a
 // finished run of session REUSED0001; the publisher is restarted under
 // the same name with other content, on a new source port or on the same
 // one. A subscriber with 5% loss, repaired by the rewinder, delivers both
 // runs whole, and every delivered byte is what the run of its stream
-// sent: no byte of the first run is delivered as the second's. Before,
-// a restart on the same port was dropped as duplicates of the first run
-// (the second run never delivered), and the issue measured 2,500 stale
-// messages in 50,000 through the rewinder.
+// sent: no byte of the first run is delivered as the second's, and a
+// restart on the same port is not taken for duplicates of the first run.
 func TestAcceptanceRestartSameSession(t *testing.T) {
 	netlab.Require(t)
 	n := scale(50_000, 10_000)

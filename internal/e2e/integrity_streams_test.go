@@ -9,22 +9,22 @@ import (
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
 
-// TestRewinderOutlivesRestartsAndForgeries (issue 9, item 4): 70
+// TestRewinderOutlivesRestartsAndForgeries: 70
 // publishers that crash (no end of session, each from its own port, each
 // with its own session) and 100 forged heartbeats of 100 sessions reach
 // a long-running rewinder; then a real publisher starts. The rewinder
 // still caches its stream, and a subscriber with 5% loss recovers all of
-// it from the rewinder. Before, the rewinder's stream table filled at 64
-// and refused every new stream for good.
+// it from the rewinder: dead and forged streams must not fill its stream
+// table and keep the live one out.
 func TestRewinderOutlivesRestartsAndForgeries(t *testing.T) {
 	netlab.Require(t)
 	feed := netip.MustParseAddrPort("239.192.91.1:32911")

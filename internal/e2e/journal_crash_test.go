@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -56,7 +56,7 @@ func TestChildRecorder(t *testing.T) {
 	require.NoError(t, j.Close())
 }
 
-// Acceptance 1 with the real recorder (issue 8): a recorder journals a
+// Acceptance with the real recorder: a recorder journals a
 // 1,000,000-message stream with fsync every 10 ms and is killed with SIGKILL
 // at seeded random moments, 20 times. After each kill the journal reopens
 // with every record byte-identical to what was sent (a torn tail is

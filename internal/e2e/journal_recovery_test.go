@@ -11,18 +11,18 @@ import (
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
 
-// Acceptance 5a (issue 8): a subscriber that misses a range older than the
+// Acceptance: a subscriber that misses a range older than the
 // rewinder's in-memory cache recovers it from the rewinder's journal,
 // through the ordinary re-request path.
 func TestAcceptanceJournalRecoveryDepth(t *testing.T) {
@@ -100,7 +100,7 @@ func (s *stall) ReadBatch(b *sock.Batch) (int, error) {
 	return s.PacketConn.ReadBatch(b)
 }
 
-// Acceptance 5b (issue 8): a recorder whose reader stalls behind a small
+// Acceptance: a recorder whose reader stalls behind a small
 // receive buffer suffers kernel drops, asks its upstream retransmitter for
 // what it missed, and ends with a hole-free journal byte-identical to what
 // was sent.

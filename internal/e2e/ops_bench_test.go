@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// counterModes are the before/after of acceptance 3 of issue 11: no
+// counterModes compare the hot path with and without counters: no
 // counters file; the default file sampled every 100 ms; and sampled every
 // millisecond, a hundred times more often than mdbus does, to make any
 // effect of sampling on the hot path visible; then no counters again, as a

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestOpsStatInTmux is acceptance 2 of issue 11: mdbus stat runs in a
+// TestOpsStatInTmux: mdbus stat runs in a
 // terminal (a detached tmux session), and the screen shows a publisher
 // and a subscriber with totals, non-zero rates per second and a stream
 // row; Ctrl-C ends it. --once --json parses.

@@ -179,7 +179,7 @@ func num(t *testing.T, rec map[string]any, key string) int64 {
 	return int64(v)
 }
 
-// TestOpsCountersMatchSummaries is acceptance 1, 3 and 4 of issue 11: a
+// TestOpsCountersMatchSummaries: a
 // publisher, a rewinder and two subscribers (one losing 2% of datagrams)
 // run as separate mdbus processes; this process reads their counters
 // files while they run, scrapes --metrics of each role through promtool,

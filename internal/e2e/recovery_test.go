@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -127,7 +127,7 @@ func waitRecovered(t *testing.T, timeout time.Duration, subs []*subscriber.Subsc
 	}
 }
 
-// Acceptance 1 (issue 3): four subscribers, each with 5% independent loss,
+// Acceptance: four subscribers, each with 5% independent loss,
 // 1% reordering and 1% duplication, deliver the exact stream; nothing is
 // declared lost.
 func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
@@ -195,7 +195,7 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 	t.Logf("server: %d requests, %d unicast packets, %d bytes", ss.Requests, ss.UnicastPackets, ss.Bytes())
 }
 
-// Acceptance 2 (issue 3): 2% correlated loss, eight subscribers on one host.
+// Acceptance: 2% correlated loss, eight subscribers on one host.
 // With suppression (random NAK delay, repairs multicast on a repair group)
 // the server sees at most about 2 NAKs per lost packet; without it (no
 // delay, unicast repairs) about one per subscriber.
@@ -279,7 +279,7 @@ func TestAcceptanceNAKSuppression(t *testing.T) {
 	require.LessOrEqual(t, on, 2.0)
 }
 
-// Acceptance 3 (issue 3): the last 3 packets before an idle period are
+// Acceptance: the last 3 packets before an idle period are
 // dropped for everyone; subscribers find the loss through heartbeats and
 // recover within two heartbeat intervals.
 func TestAcceptanceTailLoss(t *testing.T) {
@@ -311,7 +311,7 @@ func TestAcceptanceTailLoss(t *testing.T) {
 	require.Less(t, took, 2*hb)
 }
 
-// Acceptance 5 (issue 3): a gap older than the cache is declared lost
+// Acceptance: a gap older than the cache is declared lost
 // within the NAK deadline with its exact range, and the stream continues.
 func TestAcceptanceGapOlderThanCache(t *testing.T) {
 	netlab.Require(t)
@@ -384,7 +384,7 @@ func lostBy(seq wire.Seq, salt uint64) bool {
 	return x%10 == 0
 }
 
-// Acceptance 6 (issue 3): A/B feeds each with 10% independent loss and no
+// Acceptance: A/B feeds each with 10% independent loss and no
 // retransmitter: the subscriber delivers every sequence that either feed
 // carried, once, in order, and reports exactly the sequences both lost.
 func TestAcceptanceABArbitration(t *testing.T) {

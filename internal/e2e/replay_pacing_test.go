@@ -56,7 +56,7 @@ func synthCapture(t *testing.T, j *journal.Journal, span time.Duration) (journal
 	return id, stamps
 }
 
-// Acceptance 7 (issue 8): a replay at recorded pace puts each message on
+// Acceptance: a replay at recorded pace puts each message on
 // the wire at its recorded offset from the first (measured at a subscriber
 // in the lab), within 1 ms; --speed 10 scales the offsets; no drift over
 // the whole replay.

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/resume"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -92,7 +92,7 @@ wait:
 	require.NoError(t, cp.Close())
 }
 
-// Acceptance 6 (issue 8): a consumer killed with SIGKILL and restarted 10
+// Acceptance: a consumer killed with SIGKILL and restarted 10
 // times during a 1,000,000-message stream ends with exactly the sent
 // stream: every sequence once, in order, byte-identical (hash).
 func TestAcceptanceResumeKill(t *testing.T) {

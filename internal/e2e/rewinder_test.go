@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
-	"github.com/mdbus/mdbus/tools/synth"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -50,7 +50,7 @@ func TestChildPublisher(t *testing.T) {
 
 const crashSeed = 77
 
-// Acceptance 4 (issue 3): the publisher is killed with SIGKILL mid-stream
+// Acceptance: the publisher is killed with SIGKILL mid-stream
 // while a standalone rewinder runs; subscribers (with 5% loss of their
 // own) recover every message the publisher had sent.
 func TestAcceptancePublisherCrash(t *testing.T) {

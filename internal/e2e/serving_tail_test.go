@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
-	"github.com/mdbus/mdbus/tools/impair"
 	"github.com/stretchr/testify/require"
 )
 
@@ -114,7 +114,7 @@ func tailRun(t *testing.T, run, n int, rate float64, grace time.Duration) (lost 
 	return lost, st
 }
 
-// Acceptance 2 (issue 9): a publisher with its in-process retransmitter on
+// Acceptance: a publisher with its in-process retransmitter on
 // one host (veth end A), a subscriber on another (end B) with 3% receive
 // loss, 300,000 messages at 100k msgs/s, 20 runs: nothing is lost in any,
 // the tail included, because Close keeps answering and repeating the end

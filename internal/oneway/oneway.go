@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/mdbus/mdbus/tools/synth"
+	"github.com/mdbus/mdbus/internal/synth"
 )
 
 // ITCH timestamp field: part of the ITCH 5.0 message format.
@@ -39,7 +39,7 @@ func sinceMidnight(t time.Time) int64 {
 
 // Stamp writes t into the timestamp field of the ITCH message msg. It
 // reports false, and leaves msg alone, when msg is not an ITCH message of a
-// type tools/synth generates.
+// type internal/synth generates.
 func Stamp(msg []byte, t time.Time) bool {
 	if !isITCH(msg) {
 		return false

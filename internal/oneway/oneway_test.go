@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mdbus/mdbus/tools/synth"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/stretchr/testify/require"
 )
 

@@ -31,9 +31,9 @@
 // whole, up to 64 datagrams and 64 KiB; from a NIC, the kernel's GRO
 // coalesces a flow's datagrams that arrive in one NAPI poll. The kernel's
 // per-datagram receive cost (queueing, wake-up, the recvmmsg slot) is then
-// paid once per train: 0.69 µs per 1472-byte datagram sent and read against
-// 2.19 µs for the same trains to a plain socket, which the kernel segments
-// (BenchmarkReadBatchGRO, loaded 2-core VM).
+// paid once per train instead of once per datagram (BenchmarkReadBatchGRO
+// against the same trains to a plain socket, which the kernel segments;
+// figures in BENCHMARKS.md, "Figures behind the package docs").
 //
 // ReadBatch hides the trains: it reads up to 8 trains per recvmmsg into the
 // socket's own 64 KiB slots (8 x 64 KiB = 512 KiB per GRO socket, made at
@@ -41,30 +41,27 @@
 // next of the caller's b.Buffer(i), one Message each, carrying the train's
 // source, destination, interface and kernel time. So the layers above (the
 // subscriber's core and its per-datagram counters, a Wrap such as
-// tools/impair) see exactly what a plain socket gives. A train that does not
-// fit into the caller's batch is kept: the next ReadBatch hands out the rest
-// before it reads again (without a syscall), so nothing is lost or reordered
+// packetconn/impair) see exactly what a plain socket gives. A train that
+// does not fit into the caller's batch is kept: the next ReadBatch hands out
+// the rest before it reads again (without a syscall), so nothing is lost or
+// reordered
 // (even after Close, which the next ReadBatch reports once those are handed
 // out). A datagram longer than its buffer is cut and marked Truncated, as
 // the kernel's MSG_TRUNC does on a plain socket. It does not allocate.
 //
-// Copying costs 56 ns per 1472-byte datagram (BenchmarkGROFill against
-// BenchmarkGROFillNoCopy: 61 against 5.6 ns), 8% of the 689 ns the whole
-// send and receive take per datagram with GRO; in a profile of four
-// subscribers fed GSO trains of 22 messages per packet it was 12% of their
-// CPU (the copy lands in the caller's cold 64 KiB buffers), and in mdbus
-// bench throughput (a GSO publisher at 5.7M msgs/s of 64 B to one
-// subscriber) 5% of the process, 7 ns per message. Handing out slices of the
-// slots instead would break the PacketConn contract (Msgs[i].Buf is
-// b.Buffer(i) cut to length) and make a datagram's bytes change under a
-// caller or wrapper that keeps the batch's buffers while it reads again (a
-// delaying impairment does); the copy keeps buffers the caller's.
+// The copy is a small part of the receive path (BenchmarkGROFill against
+// BenchmarkGROFillNoCopy; figures in BENCHMARKS.md), and it is kept because
+// handing out slices of the slots instead would break the PacketConn
+// contract (Msgs[i].Buf is b.Buffer(i) cut to length) and make a datagram's
+// bytes change under a caller or wrapper that keeps the batch's buffers
+// while it reads again (a delaying impairment does); the copy keeps buffers
+// the caller's.
 //
 // Caveats. A plain datagram takes a whole slot too, so a GRO socket reads at
 // most 8 unmerged datagrams per recvmmsg (a plain one up to len(b.Msgs));
 // the syscall's fixed cost is small beside the per-datagram one
-// (BenchmarkReadBatchPlainSender: 64 plain datagrams sent and read, GRO and
-// plain sockets within this VM's noise of each other), and a GSO sender's
+// (BenchmarkReadBatchPlainSender compares GRO and plain sockets reading 64
+// plain datagrams), and a GSO sender's
 // trains come up to 64 datagrams to a slot. SO_RXQ_OVFL counts skbs, so a
 // train dropped for want of buffer space counts once however many datagrams
 // it held: with GRO, Batch.Drops is a lower bound of the datagrams lost (a
@@ -106,6 +103,7 @@
 // itself; one reader and one writer may run at once. Close is safe at any
 // time and unblocks both.
 //
-// BUG(mdbus): batched I/O is implemented for Linux only; elsewhere Open
-// returns an error.
+// BUG(mdbus): batched I/O is implemented for Linux only. Elsewhere the
+// package builds (so does everything above it), and Open returns an error
+// matching ErrUnsupported and errors.ErrUnsupported that names the OS.
 package sock

@@ -57,16 +57,6 @@ type groReader struct {
 	reads, datagrams atomic.Uint64
 }
 
-// GROStats describes a socket's UDP_GRO receiving.
-type GROStats struct {
-	// On reports that the socket receives with UDP_GRO.
-	On bool
-	// Reads is the skbs received (one per train or plain datagram);
-	// Datagrams is the datagrams ReadBatch handed out of them.
-	// Datagrams / Reads is the average train length.
-	Reads, Datagrams uint64
-}
-
 func newGROReader() *groReader {
 	g := &groReader{
 		hdrs:   make([]mmsghdr, groSlots),

@@ -48,8 +48,8 @@ func highIndexInterface(t *testing.T) (*net.Interface, netip.Addr) {
 // TestZoneHighIndex: a link-local source on an interface of index >= 64
 // gets its zone name, the lookup is cached (no netlink dump, so no
 // allocation, per datagram), and concurrent readers share the cache
-// without a race (run with -race). Before, indexes >= 64 were looked up
-// for every datagram and the cache was an unguarded global.
+// without a race (run with -race): a lookup per datagram would cost a
+// netlink dump each, and an unguarded cache would race.
 func TestZoneHighIndex(t *testing.T) {
 	netlab.Require(t)
 	ifi, addr := highIndexInterface(t)

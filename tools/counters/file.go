@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -121,7 +120,7 @@ func Create(cfg Config) (*File, error) {
 			os.Remove(f.path)
 			return nil, fmt.Errorf("counters: size %s: %w", f.path, err)
 		}
-		f.mem, err = syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+		f.mem, err = mapFile(fd, size, true)
 		if err != nil {
 			os.Remove(f.path)
 			return nil, fmt.Errorf("counters: map %s: %w", f.path, err)

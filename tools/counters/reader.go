@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unsafe"
 )
@@ -212,7 +211,7 @@ func Open(path string) (*Reader, error) {
 	if size < HeaderSize || size > HeaderSize+MaxSlots*SlotSize {
 		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrLayout, size)
 	}
-	mem, err := syscall.Mmap(int(fd.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	mem, err := mapFile(fd, int(size), false)
 	if err != nil {
 		return nil, fmt.Errorf("counters: map %s: %w", path, err)
 	}
@@ -243,7 +242,7 @@ func (r *Reader) Close() error {
 	if r.mem == nil {
 		return nil
 	}
-	err := syscall.Munmap(r.mem)
+	err := unmapFile(r.mem)
 	r.mem = nil
 	return err
 }

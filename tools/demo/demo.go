@@ -1,6 +1,6 @@
 // Package demo runs the mdbus demonstration: one publisher and several
 // subscribers in one process on a multicast group, a few seconds of
-// synthetic ITCH-shaped market data (tools/synth), a live stats line per
+// synthetic ITCH-shaped market data (internal/synth), a live stats line per
 // second and a final summary per subscriber that says whether it delivered
 // the exact stream that was sent (count, order, duplicates, content hash).
 //
@@ -19,14 +19,14 @@ import (
 
 	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/counters"
-	"github.com/mdbus/mdbus/tools/impair"
-	"github.com/mdbus/mdbus/tools/synth"
 )
 
 // Config of a demo run. The zero value is the default.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn/impair"
 )
 
 // Relay defaults.
@@ -43,7 +44,7 @@ type RelayConfig struct {
 	// Impair is applied to the forwarded datagrams on the sending side
 	// (Sender), so every subscriber of Out sees the same impairment. Its
 	// PCG stream is Impair.Stream.
-	Impair Config
+	Impair impair.Config
 	// Batch is how many datagrams one read takes. Default 32.
 	Batch int
 	// ReadBuffer is the SO_RCVBUF request of the In socket. Default 4 MiB.
@@ -65,13 +66,13 @@ type RelayStats struct {
 	Foreign uint64
 	// Impair is the sending side's impairment: Impair.Seen datagrams were
 	// forwarded into it, Impair.Out sent to Out.
-	Impair Stats
+	Impair impair.Stats
 }
 
 func (c RelayConfig) withDefaults() (RelayConfig, error) {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: relay: "+format, append([]any{ErrInvalidConfig}, args...)...))
+		errs = append(errs, fmt.Errorf("%w: relay: "+format, append([]any{impair.ErrInvalidConfig}, args...)...))
 	}
 	for _, a := range []struct {
 		name string
@@ -161,7 +162,7 @@ func Relay(ctx context.Context, cfg RelayConfig) (RelayStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("impair: relay: %w", err)
 	}
-	out, err := NewSender(tx, cfg.Impair)
+	out, err := impair.NewSender(tx, cfg.Impair)
 	if err != nil {
 		tx.Close()
 		return st, err
@@ -174,7 +175,7 @@ func Relay(ctx context.Context, cfg RelayConfig) (RelayStats, error) {
 	return st, err
 }
 
-func relayLoop(ctx context.Context, cfg RelayConfig, in netip.AddrPort, rx *sock.Conn, out *Conn, st *RelayStats) error {
+func relayLoop(ctx context.Context, cfg RelayConfig, in netip.AddrPort, rx *sock.Conn, out *impair.Conn, st *RelayStats) error {
 	// Cancelling ctx unblocks the read. dmu orders that against the
 	// loop's own deadline for progress reports, so a late progress
 	// deadline never hides the cancellation.

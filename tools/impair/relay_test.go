@@ -9,6 +9,7 @@ import (
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -65,7 +66,7 @@ func TestRelay(t *testing.T) {
 	rxB := labRx(t, b)
 	var progress []RelayStats
 	cancel := startRelay(t, RelayConfig{In: a, Out: b, Source: netip.MustParseAddr("127.0.0.2"),
-		Impair: Config{Loss: 0.2, Seed: 21}, ProgressEvery: 20 * time.Millisecond,
+		Impair: impair.Config{Loss: 0.2, Seed: 21}, ProgressEvery: 20 * time.Millisecond,
 		Progress: func(s RelayStats) { progress = append(progress, s) }})
 	tx := labTx(t)
 	ps := packets(n)
@@ -93,24 +94,8 @@ func TestRelay(t *testing.T) {
 	require.NotEmpty(t, progress)
 
 	// The relay's loss is the Sender's with the same seed.
-	replay, _ := runSenderFake(t, Config{Loss: 0.2, Seed: 21}, ps)
+	replay := runSender(t, impair.Config{Loss: 0.2, Seed: 21}, ps)
 	require.Equal(t, replay, gotB)
-}
-
-// runSenderFake sends ps through a Sender over a fake conn and returns
-// the sequences sent.
-func runSenderFake(t *testing.T, cfg Config, ps [][]byte) ([]wire.Seq, Stats) {
-	t.Helper()
-	f := newFake(t)
-	c, err := NewSender(f, cfg)
-	require.NoError(t, err)
-	send(t, c, netip.MustParseAddrPort("239.0.0.1:1"), ps)
-	require.NoError(t, c.Close())
-	var got []wire.Seq
-	for _, d := range f.sentSnapshot() {
-		got = append(got, seqOf(t, d.data))
-	}
-	return got, c.Stats()
 }
 
 func TestRelayIgnoresOtherGroupsOnItsPort(t *testing.T) {
@@ -137,7 +122,7 @@ func TestRelayStopsOnCancelWithHeldDatagrams(t *testing.T) {
 	a := netip.MustParseAddrPort("239.77.1.6:31106")
 	b := netip.MustParseAddrPort("239.77.1.7:31107")
 	rxB := labRx(t, b)
-	cancel := startRelay(t, RelayConfig{In: a, Out: b, Impair: Config{Delay: 30 * time.Second}})
+	cancel := startRelay(t, RelayConfig{In: a, Out: b, Impair: impair.Config{Delay: 30 * time.Second}})
 	send(t, labTx(t), a, packets(3))
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, rxB.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
@@ -166,11 +151,11 @@ func TestRelayConfigErrors(t *testing.T) {
 		{"same group", RelayConfig{In: a, Out: a}, "same group"},
 		{"bad TTL", RelayConfig{In: a, Out: b, TTL: 256}, "TTL 256"},
 		{"bad batch", RelayConfig{In: a, Out: b, Batch: -1}, "Batch -1"},
-		{"bad impairment", RelayConfig{In: a, Out: b, Impair: Config{Loss: 2}}, "Loss 2"},
+		{"bad impairment", RelayConfig{In: a, Out: b, Impair: impair.Config{Loss: 2}}, "Loss 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Relay(context.Background(), tc.cfg)
-			require.ErrorIs(t, err, ErrInvalidConfig)
+			require.ErrorIs(t, err, impair.ErrInvalidConfig)
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
@@ -190,7 +175,7 @@ func TestRelayIPv6(t *testing.T) {
 	require.NoError(t, err)
 	defer rxB.Close()
 	require.NoError(t, rxB.Join(veth, b.Addr(), netip.Addr{}))
-	cancel := startRelay(t, RelayConfig{In: a, Out: b, Interface: netlab.VethA, Impair: Config{Drop: DropSeqs(2)}})
+	cancel := startRelay(t, RelayConfig{In: a, Out: b, Interface: netlab.VethA, Impair: impair.Config{Drop: impair.DropSeqs(2)}})
 	tx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv6Unspecified(), 0), Interface: veth, Loopback: true})
 	require.NoError(t, err)
 	defer tx.Close()

@@ -34,7 +34,7 @@ const (
 
 var (
 	// ErrInvalidConfig matches every error of Config.Validate and
-	// RelayConfig validation.
+	// tools/impair.RelayConfig validation.
 	ErrInvalidConfig = errors.New("impair: invalid config")
 	// ErrClosed is returned by calls on a closed Conn and by a second
 	// Close. It wraps net.ErrClosed, so errors.Is(err, net.ErrClosed)

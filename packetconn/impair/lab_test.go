@@ -57,12 +57,6 @@ func send(t *testing.T, pc sock.PacketConn, group netip.AddrPort, ps [][]byte) {
 // sequences to got.
 func drain(t *testing.T, pc sock.PacketConn, b *sock.Batch, got []wire.Seq, quiet time.Duration) []wire.Seq {
 	t.Helper()
-	return drainCheck(t, pc, b, got, quiet, nil)
-}
-
-// drainCheck is drain calling check, when set, on every datagram.
-func drainCheck(t *testing.T, pc sock.PacketConn, b *sock.Batch, got []wire.Seq, quiet time.Duration, check func(*sock.Message)) []wire.Seq {
-	t.Helper()
 	for range 1 << 20 {
 		require.NoError(t, pc.SetReadDeadline(time.Now().Add(quiet)))
 		n, err := pc.ReadBatch(b)
@@ -72,9 +66,6 @@ func drainCheck(t *testing.T, pc sock.PacketConn, b *sock.Batch, got []wire.Seq,
 		require.NoError(t, err)
 		require.Zero(t, b.Drops, "the kernel dropped datagrams: the test cannot compare sets")
 		for i := range b.Msgs[:n] {
-			if check != nil {
-				check(&b.Msgs[i])
-			}
 			got = append(got, seqOf(t, b.Msgs[i].Buf))
 		}
 	}

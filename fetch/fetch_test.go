@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mdbus/mdbus/fetch"
 	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/retransmit"
-	"github.com/mdbus/mdbus/tools/fetch"
 	"github.com/mdbus/mdbus/wire"
 )
 
