@@ -10,7 +10,7 @@ import (
 
 	"github.com/mdbus/mdbus/bench"
 	"github.com/mdbus/mdbus/packetconn"
-	"github.com/mdbus/mdbus/tools/impair"
+	"github.com/mdbus/mdbus/packetconn/impair"
 )
 
 const benchGroupUsage = `Measures recovery at group scale: one publisher with its retransmitter

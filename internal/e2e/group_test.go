@@ -14,7 +14,7 @@ import (
 	"github.com/mdbus/mdbus/bench"
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/packetconn"
-	"github.com/mdbus/mdbus/tools/impair"
+	"github.com/mdbus/mdbus/packetconn/impair"
 )
 
 // groupChildEnv makes the test binary a subscriber process of a group run.
