@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mdbus/mdbus/publisher"
@@ -89,24 +91,35 @@ relay's retransmit server (--retransmit).`)
 		return err
 	}
 	log := env.log
+	// Everything that binds an address opens before the relay publishes
+	// anything, so a taken port stops it cleanly.
+	ops, err := startOps("statsd-relay")
+	if err != nil {
+		return err
+	}
+	defer ops.Close() // after r.Close below: the file's last sample is final
 	r, err := statsd.NewRelay(statsd.RelayConfig{
 		Listen: la, NoUDP: *noUDP, Unix: *unixPath, ReadBuffer: *rcvbuf, PreAggregate: *preagg, TickInterval: *tick,
 		SelfInterval: *self, Retransmit: ra, Logger: log,
 		Bus: publisher.Config{Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Linger: *linger},
 	})
 	if err != nil {
-		return err
+		return statsdListenErr(err)
 	}
-	ops, err := startOps("statsd-relay")
-	if err != nil {
-		r.Close()
-		return err
-	}
-	defer ops.Close() // after r.Close below: the file's last sample is final
 	counters.AttachPublisher(ops.Counters(), "bus", r.Publication())
 	counters.AttachStruct(ops.Counters(), "relay", func() any { return r.Stats() })
-	fmt.Fprintf(os.Stderr, "mdbus statsd relay: udp %s unix %q -> %s session %s, re-requests on %s\n",
-		r.Addr(), *unixPath, group, r.Publication().Session(), r.RetransmitAddr())
+	from := "udp " + r.Addr().String()
+	switch {
+	case *noUDP:
+		from = "unix " + *unixPath
+	case *unixPath != "":
+		from += " and unix " + *unixPath
+	}
+	answers := "re-requests answered on " + r.RetransmitAddr().String()
+	if !r.RetransmitAddr().IsValid() {
+		answers = "no retransmit server (collectors cannot recover losses)"
+	}
+	fmt.Fprintf(os.Stderr, "mdbus statsd relay: %s -> %s session %s, %s\n", from, group, r.Publication().Session(), answers)
 	var tickC <-chan time.Time
 	if *stats > 0 {
 		t := time.NewTicker(*stats)
@@ -214,6 +227,9 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	if *prom != "" {
 		p := statsd.NewPrometheus()
 		promL, err = net.Listen("tcp", *prom)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("--prometheus %s is already in use by another process (a Prometheus exporter?): stop it, or serve elsewhere with --prometheus ADDR:PORT", *prom)
+		}
 		if err != nil {
 			return fmt.Errorf("--prometheus %s: %w", *prom, err)
 		}
@@ -222,6 +238,11 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 		backends = append(backends, p)
 		fmt.Fprintf(os.Stderr, "mdbus statsd collect: Prometheus on http://%s/metrics\n", promL.Addr())
 	}
+	ops, err := startOps("statsd-collect")
+	if err != nil {
+		return err
+	}
+	defer ops.Close() // after c.Close below
 	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, Backups: backups, RetransmitPort: uint16(*retrPort), StartSeq: wire.Seq(*start)}
 	if impaired {
 		bus.Wrap = impair.Receiver(icfg)
@@ -231,17 +252,14 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 		Bus: bus, FlushInterval: *flush, Percentiles: percentiles, HistDigits: *digits, MaxSeries: *maxSeries,
 		MaxSetMembers: *maxMembers, DeleteIdle: *deleteIdle, Backends: backends, Logger: log,
 	})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("group port %s is bound by a process that does not share it (SO_REUSEPORT): stop it, or move the relay and its collectors to another --group (%w)", group, err)
+	}
 	if err != nil {
 		return err
 	}
-	ops, err := startOps("statsd-collect")
-	if err != nil {
-		c.Close()
-		return err
-	}
-	defer ops.Close()
 	counters.AttachSubscriber(ops.Counters(), "bus", c.Subscriber())
-	fmt.Fprintf(os.Stderr, "mdbus statsd collect: %s via %s, re-requests to %s, flush every %v\n", group, *gf.ifname, ra, *flush)
+	fmt.Fprintf(os.Stderr, "mdbus statsd collect: %s via %s, %s, flush every %v\n", group, *gf.ifname, reRequestsTo(ra, backups, uint16(*retrPort)), *flush)
 	var end <-chan time.Time
 	if *dur > 0 {
 		end = time.After(*dur)
@@ -255,6 +273,41 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	fmt.Fprintf(os.Stderr, "mdbus statsd collect: bus messages %d gaps %d naks %d recovered %d lost %d\n",
 		st.Messages, st.Gaps, st.NAKs, st.Recovered, st.LostMessages)
 	return err
+}
+
+// reRequestsTo says where a collector sends its re-requests.
+func reRequestsTo(ra netip.AddrPort, backups []netip.AddrPort, port uint16) string {
+	switch {
+	case port != 0:
+		return fmt.Sprintf("re-requests to each relay's own retransmit server at port %d of its address", port)
+	case !ra.IsValid():
+		return "no re-requests (no --retransmit: losses are counted, not recovered)"
+	case len(backups) > 0:
+		return fmt.Sprintf("re-requests to %s (backups %v)", ra, backups)
+	}
+	return "re-requests to " + ra.String()
+}
+
+// statsdListenErr says which address of the relay is taken and what to do
+// about it, in one line.
+func statsdListenErr(err error) error {
+	var le *statsd.ListenError
+	if !errors.As(err, &le) {
+		return err
+	}
+	var flag, who string
+	switch le.What {
+	case "udp":
+		flag, who = "--listen ADDR:PORT, and point the StatsD clients there", "a StatsD agent such as etsy statsd or the Datadog agent, or another relay"
+	case "unix":
+		flag, who = "--unix PATH", "another relay or DogStatsD agent"
+	default:
+		flag, who = "--retransmit ADDR:PORT, and give the collectors the same --retransmit", "another relay or mdbus pub --retransmit"
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s is already in use by another process (%s): stop it, or choose another with %s", le.What, le.Addr, who, flag)
+	}
+	return fmt.Errorf("%s %s: %v: choose another with %s", le.What, le.Addr, le.Err, flag)
 }
 
 // flushingWriter flushes its buffer after every write (one per flush

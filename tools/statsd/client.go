@@ -71,7 +71,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: cfg.Retransmit, Sources: []retransmit.Source{cache},
 			Interface: cfg.Bus.Interface})
 		if err != nil {
-			return nil, fmt.Errorf("statsd: client: %w", err)
+			return nil, &ListenError{What: "retransmit", Addr: cfg.Retransmit.String(), Err: err}
 		}
 		c.srv = srv
 		cfg.Bus.Sinks = append(append([]publisher.Sink(nil), cfg.Bus.Sinks...), cache)
