@@ -27,7 +27,7 @@ type ClientConfig struct {
 	// FlushEvery is the longest a metric waits in the client's message
 	// buffer; default 1 ms.
 	FlushEvery time.Duration
-	// TickInterval is how often an idle client publishes a clock tick;
+	// TickInterval is the clock tick period, as RelayConfig.TickInterval;
 	// default DefaultTickInterval.
 	TickInterval time.Duration
 	// MaxMessageLen bounds one bus message; default DefaultMaxMessageLen.

@@ -97,8 +97,12 @@
 // A collector places each message in the interval
 // floor(stamp / FlushInterval), aligned to the Unix epoch (so a 10 s
 // interval ends at :00, :10, ...), and closes an interval once the
-// stream's clock has passed its end. An idle relay publishes a clock tick
-// (a message with no lines) every TickInterval so intervals still close.
+// stream's clock has passed its end. At every multiple of TickInterval
+// on the epoch, a relay that has published nothing since that instant
+// publishes a clock tick (a message with no lines), so intervals close
+// without metrics too: a flush interval that is a multiple of the tick
+// (the defaults, 10 s and 500 ms) is written as soon as it ends, the tick
+// crossing the bus; another one up to a tick later.
 // Since every collector recovers the same sequence (NAK recovery from
 // the relay's retransmit server), each sees the same messages with the
 // same stamps in the same order, and aggregates them identically: the

@@ -69,9 +69,12 @@ type RelayConfig struct {
 	// of gauges per name and tags over this window before publishing, to
 	// cut bus traffic. Default 0: every metric is published as received.
 	PreAggregate time.Duration
-	// TickInterval is how often an idle relay publishes a clock tick;
-	// default DefaultTickInterval. Collectors close a flush interval when
-	// the stream's clock passes its end, so this bounds the flush delay.
+	// TickInterval is the clock tick period; default
+	// DefaultTickInterval. At every multiple of it since the epoch the
+	// relay publishes a tick unless a message went out since that
+	// instant. Collectors close a flush interval when the stream's clock
+	// passes its end: one that is a multiple of TickInterval closes as
+	// it ends, any other within TickInterval of its end.
 	TickInterval time.Duration
 	// SelfInterval is how often the relay publishes its own counters
 	// (mdbus.statsd.relay.*) as counter lines; default 10 s, negative
