@@ -59,7 +59,10 @@ func runStatsdRelay(ctx context.Context, args []string) error {
 tags, h, d, value packing, container ids and timestamps), refuses and counts
 malformed ones by reason, and publishes the valid metrics on the bus group as
 sequenced MoldUDP64 messages. Collectors recover lost messages from the
-relay's retransmit server (--retransmit).`)
+relay's retransmit server (--retransmit). Refused as well: sample rates below
+@0.000001, and names starting with mdbus.statsd. (kept for the relay's and
+collectors' own metrics). Exits 1, saying which, when an address it needs is
+taken.`)
 	gf := addGroupFlags(fs)
 	fs.Lookup("group").DefValue = statsdGroup
 	fs.Set("group", statsdGroup)
@@ -157,7 +160,12 @@ retransmit server, and aggregates per flush interval (aligned to the relay's
 clock carried in the messages, so every collector flushes identically) per
 name and tag set: counters (sum, rate), gauges (with deltas), sets (distinct),
 timers/histograms/distributions (count, sum, mean, min, max, percentiles).
-Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`)
+Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.
+Values are written as plain decimals (1000000, never 1e+06); a metric that
+would make a sum, rate or gauge infinite is refused and counted in
+mdbus.statsd.collector.non_finite_refused. An interval is written as soon as
+the relay's clock tick passes its end (--flush a multiple of the relay's
+--tick).`)
 	gf := addGroupFlags(fs)
 	fs.Set("group", statsdGroup)
 	fs.Lookup("group").DefValue = statsdGroup
@@ -169,7 +177,8 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	format := fs.String("format", "graphite", "output format: graphite or json")
 	out := fs.String("output", "-", "where flushes go: - (stdout) or a TCP address (Graphite carbon, e.g. 127.0.0.1:2003)")
 	prom := fs.String("prometheus", "", "serve Prometheus text format on this address (e.g. 127.0.0.1:9102) at /metrics")
-	maxSeries := fs.Int("max-series", statsd.DefaultMaxSeries, "most distinct series held")
+	maxSeries := fs.Int("max-series", statsd.DefaultMaxSeries, "most distinct series (name, type, tag set) held; a new one beyond it is refused, counted in mdbus.statsd.collector.series_refused and logged once per interval (the relays' own series are exempt)")
+	selfMetrics := fs.String("self-metrics", "auto", "when to write the mdbus.statsd.* series: auto (in a flush that has other series or a non-zero count of bad lines, refusals or losses; an idle stream's flushes are empty) or always")
 	maxMembers := fs.Int("max-set-members", statsd.DefaultMaxSetMembers, "most members of one set per interval")
 	deleteIdle := fs.Bool("delete-idle", false, "omit series without data from a flush (etsy deleteIdleStats)")
 	start := fs.Uint64("start", 0, "first sequence to expect (1: ask the relay for everything from the start; 0: join live)")
@@ -199,6 +208,10 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 			return usageErr("--percentiles %q: %q is not a number", *pcts, s)
 		}
 		percentiles = append(percentiles, p)
+	}
+	selfMode, err := statsd.ParseSelfMetrics(*selfMetrics)
+	if err != nil {
+		return usageErr("--self-metrics %q: want auto or always", *selfMetrics)
 	}
 	icfg, impaired, err := imp.config()
 	if err != nil {
@@ -250,7 +263,7 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	log := env.log
 	c, err := statsd.NewCollector(statsd.CollectorConfig{
 		Bus: bus, FlushInterval: *flush, Percentiles: percentiles, HistDigits: *digits, MaxSeries: *maxSeries,
-		MaxSetMembers: *maxMembers, DeleteIdle: *deleteIdle, Backends: backends, Logger: log,
+		MaxSetMembers: *maxMembers, DeleteIdle: *deleteIdle, SelfMetrics: selfMode, Backends: backends, Logger: log,
 	})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("group port %s is bound by a process that does not share it (SO_REUSEPORT): stop it, or move the relay and its collectors to another --group (%w)", group, err)

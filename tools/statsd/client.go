@@ -1,6 +1,7 @@
 package statsd
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
@@ -140,6 +141,9 @@ func (c *Client) lineLocked(lines []byte) error {
 		ok, r := c.p.Next(&c.m)
 		if !ok {
 			return first
+		}
+		if r == ReasonNone && bytes.HasPrefix(c.m.Name, selfPrefixBytes) {
+			r = ReasonReservedName
 		}
 		if r != ReasonNone {
 			if first == nil {

@@ -1,6 +1,7 @@
 package statsd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -404,13 +405,20 @@ func (lr *lineReader) datagram(d []byte, truncated bool) {
 		if !ok {
 			break
 		}
+		if reason == ReasonNone && bytes.HasPrefix(lr.m.Name, selfPrefixBytes) {
+			reason = ReasonReservedName
+		}
+		taken := false
+		if reason == ReasonNone && lr.agg != nil {
+			taken, reason = lr.agg.add(&lr.m)
+		}
 		if reason != ReasonNone {
 			st.bad[reason].Add(1)
 			lr.r.logBad(reason, lr.m.Line)
 			continue
 		}
 		good++
-		if lr.agg != nil && lr.agg.add(&lr.m) {
+		if taken {
 			continue
 		}
 		if lr.m.Part {

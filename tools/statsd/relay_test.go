@@ -249,3 +249,25 @@ func TestRelayPortTaken(t *testing.T) {
 	require.ErrorAs(t, err, &le)
 	require.Equal(t, "retransmit", le.What)
 }
+
+// TestRelayRefusesReservedNames: a client cannot forge or cancel the
+// relay's own counters: names under SelfPrefix are refused and counted,
+// as are pre-aggregated sums that would overflow.
+func TestRelayRefusesReservedNames(t *testing.T) {
+	netlab.Require(t)
+	r, err := NewRelay(RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), SelfInterval: -1, EndGrace: time.Millisecond,
+		PreAggregate: time.Hour, Bus: publisher.Config{Group: newGroup()}})
+	require.NoError(t, err)
+	defer r.Close()
+	lr := r.newLineReader()
+	lr.datagram([]byte(SelfPrefix+"relay.kernel_drops:-5|c\n"+SelfPrefix+"x:1|g\nok:1e308|c\nok:1e308|c\nok:1|c\n"), false)
+	st := r.Stats()
+	require.Equal(t, uint64(2), st.Bad[ReasonReservedName])
+	require.Equal(t, uint64(1), st.Bad[ReasonNaNInf])
+	require.Equal(t, uint64(2), st.Metrics)
+
+	cl, err := NewClient(ClientConfig{Bus: publisher.Config{Group: newGroup()}})
+	require.NoError(t, err)
+	defer cl.Close()
+	require.ErrorIs(t, cl.Count(SelfPrefix+"relay.datagrams", 1), ErrBadLine)
+}
