@@ -23,7 +23,8 @@ type Flush struct {
 	// Percentiles are the percentiles of Series.Values.
 	Percentiles []float64
 	// Series are sorted by name, type, then tags; the collector's own
-	// metrics (SelfPrefix) are among them.
+	// metrics (SelfPrefix) are among them as CollectorConfig.SelfMetrics
+	// says. A Flush of an idle stream may have none.
 	Series []Series
 	// Lost is the bus messages declared lost in this interval (also in
 	// the series mdbus.statsd.collector.bus_lost_messages).

@@ -252,12 +252,23 @@ func TestSelfMetricsNotCapped(t *testing.T) {
 	}
 	s.send(t0.Add(2*time.Second), SelfPrefix+"relay.kernel_drops:7|c\n"+SelfPrefix+"relay.bad_lines:3|c|#reason:bad_name\n"+
 		SelfPrefix+"relay.bad_lines:1|c|#reason:made_up\n"+SelfPrefix+"relay.other:1|c\n")
+	var every strings.Builder
+	for _, name := range []string{relaySelfDatagrams, relaySelfMetrics, relaySelfKernDrops} {
+		every.WriteString(name + ":1|c\n")
+	}
+	for r := Reason(1); r < NumReasons; r++ {
+		every.WriteString(relaySelfBadLines + ":1|c|#reason:" + r.String() + "\n")
+	}
+	s.send(t0.Add(2*time.Second), every.String())
+	s.mu.Lock()
+	require.Equal(t, relaySelfSeries, s.selfN, "every relay self series admitted beyond the cap")
+	s.mu.Unlock()
 	s.send(t0.Add(3*time.Second), "")
 	s.close()
 	require.Len(t, s.rec.flushes, 4)
 	last := flushOf(s.rec.flushes[2])
-	require.Equal(t, float64(7), last[SelfPrefix+"relay.kernel_drops|"].Count)
-	require.Equal(t, float64(3), last[SelfPrefix+"relay.bad_lines|reason:bad_name"].Count)
+	require.Equal(t, float64(8), last[SelfPrefix+"relay.kernel_drops|"].Count)
+	require.Equal(t, float64(4), last[SelfPrefix+"relay.bad_lines|reason:bad_name"].Count)
 	require.NotContains(t, last, SelfPrefix+"relay.bad_lines|reason:made_up")
 	require.NotContains(t, last, SelfPrefix+"relay.other|")
 	require.Equal(t, float64(202), last[selfSeriesRefused+"|"].Count)
