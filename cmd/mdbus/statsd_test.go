@@ -69,9 +69,16 @@ func TestStatsdPortTaken(t *testing.T) {
 		{[]string{"relay", "--no-udp", "--unix", sockPath}, []string{"unix " + sockPath, "already in use", "--unix"}},
 		{[]string{"collect", "--prometheus", promL.Addr().String()}, []string{"--prometheus " + promL.Addr().String(), "already in use"}},
 		{[]string{"collect", "--group", group}, []string{"group port " + group, "--group"}},
+		{[]string{"--metrics", promL.Addr().String(), "relay"}, []string{"--metrics " + promL.Addr().String()}},
+		{[]string{"--metrics", promL.Addr().String(), "collect"}, []string{"--metrics " + promL.Addr().String()}},
 	} {
 		var out, errb bytes.Buffer
-		args := append([]string{"mdbus", "--counters=false", "statsd"}, tc.args...)
+		args := []string{"mdbus", "--counters=false", "statsd"}
+		if tc.args[0] == "--metrics" { // a global flag
+			args = append(append([]string{"mdbus", "--counters=false"}, tc.args[:2]...), "statsd")
+			tc.args = tc.args[2:]
+		}
+		args = append(args, tc.args...)
 		code := run(append(args, "--duration", "2s"), &out, &errb)
 		msg := errb.String()
 		require.Equal(t, 1, code, "%v: %s", tc.args, msg)

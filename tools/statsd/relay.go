@@ -264,7 +264,10 @@ func (r *Relay) open() error {
 // still reads is not: that is a *ListenError wrapping EADDRINUSE.
 func listenUnixgram(path string) (*net.UnixConn, error) {
 	addr := &net.UnixAddr{Name: path, Net: "unixgram"}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, &ListenError{What: "unix", Addr: path, Err: errNotSocket}
+		}
 		if c, err := net.DialUnix("unixgram", nil, addr); err == nil {
 			c.Close()
 			return nil, &ListenError{What: "unix", Addr: path, Err: syscall.EADDRINUSE}
@@ -277,6 +280,8 @@ func listenUnixgram(path string) (*net.UnixConn, error) {
 	}
 	return c, nil
 }
+
+var errNotSocket = errors.New("a file that is not a socket is in the way (not removed)")
 
 // ListenError is returned by NewRelay and NewClient when a socket they
 // need cannot be opened. Test for a taken address with

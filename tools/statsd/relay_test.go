@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -218,6 +219,16 @@ func TestRelayPortTaken(t *testing.T) {
 		require.Contains(t, err.Error(), tc.addr)
 		require.Contains(t, err.Error(), "already in use")
 	}
+	// A file that is not a socket is left alone.
+	plain := filepath.Join(t.TempDir(), "not-a-socket")
+	require.NoError(t, os.WriteFile(plain, []byte("data"), 0o600))
+	_, err = NewRelay(RelayConfig{NoUDP: true, Unix: plain, Bus: publisher.Config{Group: newGroup()}})
+	require.ErrorIs(t, err, errNotSocket)
+	require.Contains(t, err.Error(), plain)
+	data, err := os.ReadFile(plain)
+	require.NoError(t, err)
+	require.Equal(t, "data", string(data))
+
 	// The held Unix socket still works: it was not removed or replaced.
 	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sockPath, Net: "unixgram"})
 	require.NoError(t, err)
