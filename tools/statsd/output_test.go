@@ -343,3 +343,65 @@ func FuzzFlushOutput(f *testing.F) {
 		checkOutputs(t, s.rec.flushes)
 	})
 }
+
+// FuzzAcceptedLineOutput builds lines from fuzzed parts (any name a
+// client may send, values, type, sample rate, tags), keeps those the
+// Parser accepts, aggregates them over three intervals and checks that
+// every output parses (see checkOutputs).
+func FuzzAcceptedLineOutput(f *testing.F) {
+	f.Add("tag\U000E0001name", 1.0, 2.0, uint8(0), 1.0, "k:v,x")
+	f.Add("semi;evil=1", 1e308, 1e308, uint8(1), 1e-6, ":e,k:")
+	f.Add("sp\u00a0ace\u2028", -1e308, 1234567.0, uint8(2), 0.5, "k\u2028:v\u00a0v")
+	f.Add("quantile", 1e-300, 5e-324, uint8(3), 0.25, "quantile:x,__name__:y,9:z")
+	f.Add("s", 3.0, 4.0, uint8(5), 1.0, "")
+	types := []string{"c", "g", "ms", "h", "d", "s"}
+	clean := func(s, drop string) string {
+		return strings.Map(func(r rune) rune {
+			if r <= ' ' || r == 0x7f || strings.ContainsRune(drop, r) {
+				return -1
+			}
+			return r
+		}, strings.ToValidUTF8(s, "?"))
+	}
+	f.Fuzz(func(t *testing.T, name string, v1, v2 float64, typ uint8, rate float64, tags string) {
+		name = clean(name, "|#@:")
+		tags = clean(tags, "|")
+		code := types[int(typ)%len(types)]
+		var lines []string
+		for _, sign := range []string{"", "+", "-"} {
+			for _, v := range []float64{v1, v2} {
+				l := name + ":" + sign + strconv.FormatFloat(math.Abs(v), 'g', -1, 64) + "|" + code
+				if rate != 1 {
+					l += "|@" + strconv.FormatFloat(rate, 'g', -1, 64)
+				}
+				if tags != "" {
+					l += "|#" + tags
+				}
+				var m Metric
+				if ParseLine(&m, []byte(l), Limits{}) == ReasonNone {
+					lines = append(lines, l)
+				}
+			}
+		}
+		if len(lines) == 0 {
+			return
+		}
+		all := strings.Join(lines, "\n")
+		s := newSocketless(t, CollectorConfig{FlushInterval: time.Second, Percentiles: []float64{50, 99.9}})
+		s.send(t0, all)
+		s.send(t0.Add(time.Second), all+"\n"+all)
+		s.send(t0.Add(2*time.Second), all)
+		s.send(t0.Add(3*time.Second), "")
+		s.close()
+		var n int
+		for _, fl := range s.rec.flushes {
+			for _, x := range fl.Series {
+				if !strings.HasPrefix(x.Name, SelfPrefix) {
+					n++
+				}
+			}
+		}
+		require.NotZero(t, n, "accepted lines %q gave no series", lines)
+		checkOutputs(t, s.rec.flushes)
+	})
+}
