@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mdbus/mdbus/packetconn/impair"
@@ -57,7 +59,10 @@ func runStatsdRelay(ctx context.Context, args []string) error {
 tags, h, d, value packing, container ids and timestamps), refuses and counts
 malformed ones by reason, and publishes the valid metrics on the bus group as
 sequenced MoldUDP64 messages. Collectors recover lost messages from the
-relay's retransmit server (--retransmit).`)
+relay's retransmit server (--retransmit). Refused as well: sample rates below
+@0.000001, and names starting with mdbus.statsd. (kept for the relay's and
+collectors' own metrics). Exits 1, saying which, when an address it needs is
+taken.`)
 	gf := addGroupFlags(fs)
 	fs.Lookup("group").DefValue = statsdGroup
 	fs.Set("group", statsdGroup)
@@ -66,7 +71,7 @@ relay's retransmit server (--retransmit).`)
 	unixPath := fs.String("unix", "", "also listen on this Unix datagram socket path (DogStatsD unix://)")
 	retr := fs.String("retransmit", "127.0.0.1:31082", "unicast address:port of the retransmit server for collectors' re-requests (empty: none)")
 	preagg := fs.Duration("preaggregate", 0, "sum counters and keep the last gauge over this window before publishing (0: off)")
-	tick := fs.Duration("tick", statsd.DefaultTickInterval, "clock tick interval when idle (bounds the collectors' flush delay)")
+	tick := fs.Duration("tick", statsd.DefaultTickInterval, "publish a clock tick at every multiple of this since the epoch unless a metric went out since: collectors write a flush interval that is a multiple of it as soon as it ends, any other within one tick")
 	self := fs.Duration("self-interval", statsd.DefaultSelfInterval, "publish the relay's own counters this often (negative: never)")
 	rcvbuf := fs.Int("rcvbuf", statsd.DefaultRelayBuffer, "socket receive buffer bytes to request")
 	ttl := fs.Int("ttl", 0, "multicast TTL; 0 keeps packets on this host")
@@ -89,24 +94,35 @@ relay's retransmit server (--retransmit).`)
 		return err
 	}
 	log := env.log
+	// Everything that binds an address opens before the relay publishes
+	// anything, so a taken port stops it cleanly.
+	ops, err := startOps("statsd-relay")
+	if err != nil {
+		return err
+	}
+	defer ops.Close() // after r.Close below: the file's last sample is final
 	r, err := statsd.NewRelay(statsd.RelayConfig{
 		Listen: la, NoUDP: *noUDP, Unix: *unixPath, ReadBuffer: *rcvbuf, PreAggregate: *preagg, TickInterval: *tick,
 		SelfInterval: *self, Retransmit: ra, Logger: log,
 		Bus: publisher.Config{Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Linger: *linger},
 	})
 	if err != nil {
-		return err
+		return statsdListenErr(err)
 	}
-	ops, err := startOps("statsd-relay")
-	if err != nil {
-		r.Close()
-		return err
-	}
-	defer ops.Close() // after r.Close below: the file's last sample is final
 	counters.AttachPublisher(ops.Counters(), "bus", r.Publication())
 	counters.AttachStruct(ops.Counters(), "relay", func() any { return r.Stats() })
-	fmt.Fprintf(os.Stderr, "mdbus statsd relay: udp %s unix %q -> %s session %s, re-requests on %s\n",
-		r.Addr(), *unixPath, group, r.Publication().Session(), r.RetransmitAddr())
+	from := "udp " + r.Addr().String()
+	switch {
+	case *noUDP:
+		from = "unix " + *unixPath
+	case *unixPath != "":
+		from += " and unix " + *unixPath
+	}
+	answers := "re-requests answered on " + r.RetransmitAddr().String()
+	if !r.RetransmitAddr().IsValid() {
+		answers = "no retransmit server (collectors cannot recover losses)"
+	}
+	fmt.Fprintf(os.Stderr, "mdbus statsd relay: %s -> %s session %s, %s\n", from, group, r.Publication().Session(), answers)
 	var tickC <-chan time.Time
 	if *stats > 0 {
 		t := time.NewTicker(*stats)
@@ -144,7 +160,12 @@ retransmit server, and aggregates per flush interval (aligned to the relay's
 clock carried in the messages, so every collector flushes identically) per
 name and tag set: counters (sum, rate), gauges (with deltas), sets (distinct),
 timers/histograms/distributions (count, sum, mean, min, max, percentiles).
-Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`)
+Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.
+Values are written as plain decimals (1000000, never 1e+06); a metric that
+would make a sum, rate or gauge infinite is refused and counted in
+mdbus.statsd.collector.non_finite_refused. An interval is written as soon as
+the relay's clock tick passes its end (--flush a multiple of the relay's
+--tick).`)
 	gf := addGroupFlags(fs)
 	fs.Set("group", statsdGroup)
 	fs.Lookup("group").DefValue = statsdGroup
@@ -156,7 +177,8 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	format := fs.String("format", "graphite", "output format: graphite or json")
 	out := fs.String("output", "-", "where flushes go: - (stdout) or a TCP address (Graphite carbon, e.g. 127.0.0.1:2003)")
 	prom := fs.String("prometheus", "", "serve Prometheus text format on this address (e.g. 127.0.0.1:9102) at /metrics")
-	maxSeries := fs.Int("max-series", statsd.DefaultMaxSeries, "most distinct series held")
+	maxSeries := fs.Int("max-series", statsd.DefaultMaxSeries, "most distinct series (name, type, tag set) held; a new one beyond it is refused, counted in mdbus.statsd.collector.series_refused and logged once per interval (the relays' own series are exempt)")
+	selfMetrics := fs.String("self-metrics", "auto", "when to write the mdbus.statsd.* series: auto (in a flush that has other series or a non-zero count of bad lines, refusals or losses; an idle stream's flushes are empty) or always")
 	maxMembers := fs.Int("max-set-members", statsd.DefaultMaxSetMembers, "most members of one set per interval")
 	deleteIdle := fs.Bool("delete-idle", false, "omit series without data from a flush (etsy deleteIdleStats)")
 	start := fs.Uint64("start", 0, "first sequence to expect (1: ask the relay for everything from the start; 0: join live)")
@@ -187,6 +209,10 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 		}
 		percentiles = append(percentiles, p)
 	}
+	selfMode, err := statsd.ParseSelfMetrics(*selfMetrics)
+	if err != nil {
+		return usageErr("--self-metrics %q: want auto or always", *selfMetrics)
+	}
 	icfg, impaired, err := imp.config()
 	if err != nil {
 		return err
@@ -214,6 +240,9 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	if *prom != "" {
 		p := statsd.NewPrometheus()
 		promL, err = net.Listen("tcp", *prom)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("--prometheus %s is already in use by another process (a Prometheus exporter?): stop it, or serve elsewhere with --prometheus ADDR:PORT", *prom)
+		}
 		if err != nil {
 			return fmt.Errorf("--prometheus %s: %w", *prom, err)
 		}
@@ -222,6 +251,11 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 		backends = append(backends, p)
 		fmt.Fprintf(os.Stderr, "mdbus statsd collect: Prometheus on http://%s/metrics\n", promL.Addr())
 	}
+	ops, err := startOps("statsd-collect")
+	if err != nil {
+		return err
+	}
+	defer ops.Close() // after c.Close below
 	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, Backups: backups, RetransmitPort: uint16(*retrPort), StartSeq: wire.Seq(*start)}
 	if impaired {
 		bus.Wrap = impair.Receiver(icfg)
@@ -229,19 +263,16 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	log := env.log
 	c, err := statsd.NewCollector(statsd.CollectorConfig{
 		Bus: bus, FlushInterval: *flush, Percentiles: percentiles, HistDigits: *digits, MaxSeries: *maxSeries,
-		MaxSetMembers: *maxMembers, DeleteIdle: *deleteIdle, Backends: backends, Logger: log,
+		MaxSetMembers: *maxMembers, DeleteIdle: *deleteIdle, SelfMetrics: selfMode, Backends: backends, Logger: log,
 	})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("group port %s is bound by a process that does not share it (SO_REUSEPORT): stop it, or move the relay and its collectors to another --group (%w)", group, err)
+	}
 	if err != nil {
 		return err
 	}
-	ops, err := startOps("statsd-collect")
-	if err != nil {
-		c.Close()
-		return err
-	}
-	defer ops.Close()
 	counters.AttachSubscriber(ops.Counters(), "bus", c.Subscriber())
-	fmt.Fprintf(os.Stderr, "mdbus statsd collect: %s via %s, re-requests to %s, flush every %v\n", group, *gf.ifname, ra, *flush)
+	fmt.Fprintf(os.Stderr, "mdbus statsd collect: %s via %s, %s, flush every %v\n", group, *gf.ifname, reRequestsTo(ra, backups, uint16(*retrPort)), *flush)
 	var end <-chan time.Time
 	if *dur > 0 {
 		end = time.After(*dur)
@@ -255,6 +286,41 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	fmt.Fprintf(os.Stderr, "mdbus statsd collect: bus messages %d gaps %d naks %d recovered %d lost %d\n",
 		st.Messages, st.Gaps, st.NAKs, st.Recovered, st.LostMessages)
 	return err
+}
+
+// reRequestsTo says where a collector sends its re-requests.
+func reRequestsTo(ra netip.AddrPort, backups []netip.AddrPort, port uint16) string {
+	switch {
+	case port != 0:
+		return fmt.Sprintf("re-requests to each relay's own retransmit server at port %d of its address", port)
+	case !ra.IsValid():
+		return "no re-requests (no --retransmit: losses are counted, not recovered)"
+	case len(backups) > 0:
+		return fmt.Sprintf("re-requests to %s (backups %v)", ra, backups)
+	}
+	return "re-requests to " + ra.String()
+}
+
+// statsdListenErr says which address of the relay is taken and what to do
+// about it, in one line.
+func statsdListenErr(err error) error {
+	var le *statsd.ListenError
+	if !errors.As(err, &le) {
+		return err
+	}
+	var flag, who string
+	switch le.What {
+	case "udp":
+		flag, who = "--listen ADDR:PORT, and point the StatsD clients there", "a StatsD agent such as etsy statsd or the Datadog agent, or another relay"
+	case "unix":
+		flag, who = "--unix PATH", "another relay or DogStatsD agent"
+	default:
+		flag, who = "--retransmit ADDR:PORT, and give the collectors the same --retransmit", "another relay or mdbus pub --retransmit"
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s is already in use by another process (%s): stop it, or choose another with %s", le.What, le.Addr, who, flag)
+	}
+	return fmt.Errorf("%s %s: %v: choose another with %s", le.What, le.Addr, le.Err, flag)
 }
 
 // flushingWriter flushes its buffer after every write (one per flush

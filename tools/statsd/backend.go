@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Flush is one closed interval's aggregates.
@@ -22,7 +23,8 @@ type Flush struct {
 	// Percentiles are the percentiles of Series.Values.
 	Percentiles []float64
 	// Series are sorted by name, type, then tags; the collector's own
-	// metrics (SelfPrefix) are among them.
+	// metrics (SelfPrefix) are among them as CollectorConfig.SelfMetrics
+	// says. A Flush of an idle stream may have none.
 	Series []Series
 	// Lost is the bus messages declared lost in this interval (also in
 	// the series mdbus.statsd.collector.bus_lost_messages).
@@ -56,17 +58,15 @@ type Backend interface {
 	WriteFlush(f *Flush) error
 }
 
-// fmtFloat formats v as the shortest decimal that reads back the same.
-func fmtFloat(b []byte, v float64) []byte {
-	switch {
-	case math.IsInf(v, 1) || v > math.MaxFloat64:
-		v = math.MaxFloat64
-	case math.IsInf(v, -1):
-		v = -math.MaxFloat64
-	case math.IsNaN(v):
-		v = 0
+// appendNum appends v as a plain decimal, never in exponent form (1e+06
+// is 1000000), the shortest that reads back the same. It reports false,
+// appending nothing, for an infinite or NaN v: the collector refuses what
+// would make one, and a backend writes no line rather than a wrong number.
+func appendNum(b []byte, v float64) ([]byte, bool) {
+	if !finite(v) {
+		return b, false
 	}
-	return strconv.AppendFloat(b, v, 'g', -1, 64)
+	return strconv.AppendFloat(b, v, 'f', -1, 64), true
 }
 
 // pctName names a percentile as etsy does: 90 -> "90", 99.9 -> "99_9".
@@ -84,11 +84,17 @@ func pctName(p float64) string {
 //	stats.histograms.NAME.* and stats.distributions.NAME.* likewise
 //
 // Tags follow the path as Graphite 1.1 tags: ";k=v", a tag without a
-// value as ";tag=k". The timestamp is the interval's end in Unix seconds.
+// value as ";tag=k". In names, a ';' (it would start tags), white space
+// and characters that do not print become '_'; in tag keys and values
+// also '=', '~', '!' and '^', and an empty key or value is "_". Values
+// are plain decimals (never exponent form); the timestamp is the
+// interval's end in Unix seconds.
 type GraphiteWriter struct {
 	W      io.Writer
 	Prefix string // default "stats."
 	buf    []byte
+	name   []byte
+	tags   []byte
 }
 
 // WriteFlush implements Backend.
@@ -101,43 +107,47 @@ func (g *GraphiteWriter) WriteFlush(f *Flush) error {
 	b := g.buf[:0]
 	for i := range f.Series {
 		s := &f.Series[i]
-		var tags []byte
+		g.tags = g.tags[:0]
 		for _, t := range s.Tags {
-			tags = append(tags, ';')
+			g.tags = append(g.tags, ';')
 			if k, v, ok := strings.Cut(t, ":"); ok {
-				tags = append(append(append(tags, graphiteSafe(k)...), '='), graphiteSafe(v)...)
+				g.tags = appendGraphite(append(appendGraphite(g.tags, k, true), '='), v, true)
 			} else {
-				tags = append(append(tags, "tag="...), graphiteSafe(t)...)
+				g.tags = appendGraphite(append(g.tags, "tag="...), t, true)
 			}
 		}
-		line := func(kind, name, stat string, v float64) {
-			b = append(append(append(b, prefix...), kind...), name...)
+		g.name = appendGraphite(g.name[:0], s.Name, false)
+		line := func(kind, stat string, v float64) {
+			if !finite(v) {
+				return
+			}
+			b = append(append(append(b, prefix...), kind...), g.name...)
 			if stat != "" {
 				b = append(append(b, '.'), stat...)
 			}
-			b = append(b, tags...)
-			b = append(fmtFloat(append(b, ' '), v), ' ')
-			b = append(append(b, ts...), '\n')
+			b = append(b, g.tags...)
+			b, _ = appendNum(append(b, ' '), v)
+			b = append(append(append(b, ' '), ts...), '\n')
 		}
 		switch s.Type {
 		case TypeCounter:
-			line("counters.", s.Name, "count", s.Count)
-			line("counters.", s.Name, "rate", s.Rate)
+			line("counters.", "count", s.Count)
+			line("counters.", "rate", s.Rate)
 		case TypeGauge:
-			line("gauges.", s.Name, "", s.Value)
+			line("gauges.", "", s.Value)
 		case TypeSet:
-			line("sets.", s.Name, "count", float64(s.Distinct))
+			line("sets.", "count", float64(s.Distinct))
 		default:
 			kind := s.Type.String() + "s."
-			line(kind, s.Name, "count", s.Count)
-			line(kind, s.Name, "count_ps", s.Rate)
+			line(kind, "count", s.Count)
+			line(kind, "count_ps", s.Rate)
 			if s.N > 0 {
-				line(kind, s.Name, "sum", s.Sum)
-				line(kind, s.Name, "mean", s.Mean)
-				line(kind, s.Name, "lower", s.Min)
-				line(kind, s.Name, "upper", s.Max)
+				line(kind, "sum", s.Sum)
+				line(kind, "mean", s.Mean)
+				line(kind, "lower", s.Min)
+				line(kind, "upper", s.Max)
 				for j, v := range s.Values {
-					line(kind, s.Name, "upper_"+pctName(f.Percentiles[j]), v)
+					line(kind, "upper_"+pctName(f.Percentiles[j]), v)
 				}
 			}
 		}
@@ -147,13 +157,25 @@ func (g *GraphiteWriter) WriteFlush(f *Flush) error {
 	return err
 }
 
-func graphiteSafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == ';' || r == '=' || r == ' ' || r == '~' || r == '!' || r == '^' {
-			return '_'
+// appendGraphite appends s with what Graphite would misread replaced by
+// '_': ';' (starts the tags), white space (ends the path), control and
+// other characters that do not print and, in a tag key or value, the
+// characters Graphite 1.1 forbids there ('=', '!', '^', '~'). An empty
+// tag key or value is "_".
+func appendGraphite(b []byte, s string, tag bool) []byte {
+	if tag && s == "" {
+		return append(b, '_')
+	}
+	for _, r := range s {
+		switch {
+		case r == ';' || r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r):
+			r = '_'
+		case tag && (r == '=' || r == '~' || r == '!' || r == '^'):
+			r = '_'
 		}
-		return r
-	}, s)
+		b = utf8.AppendRune(b, r)
+	}
+	return b
 }
 
 // JSONWriter writes one JSON object per series per flush:
@@ -162,7 +184,9 @@ func graphiteSafe(s string) string {
 //
 // ts is the interval's end in Unix seconds. Sampled types add n, sum,
 // mean, min, max and "p50"... for the percentiles; sets "distinct" and
-// "refused"; gauges "value".
+// "refused"; gauges "value". Numbers are plain decimals; strings are
+// escaped as RFC 8259 says (any rune a name may hold, however odd, stays
+// valid JSON).
 type JSONWriter struct {
 	W   io.Writer
 	buf []byte
@@ -175,9 +199,9 @@ func (j *JSONWriter) WriteFlush(f *Flush) error {
 	for i := range f.Series {
 		s := &f.Series[i]
 		b = strconv.AppendInt(append(b, `{"ts":`...), ts, 10)
-		b = fmtFloat(append(b, `,"interval":`...), f.Interval.Seconds())
-		b = strconv.AppendQuote(append(b, `,"name":`...), s.Name)
-		b = strconv.AppendQuote(append(b, `,"type":`...), s.Type.String())
+		b, _ = appendNum(append(b, `,"interval":`...), f.Interval.Seconds())
+		b = appendJSONString(append(b, `,"name":`...), s.Name)
+		b = appendJSONString(append(b, `,"type":`...), s.Type.String())
 		b = append(b, `,"tags":[`...)
 		for k, t := range s.Tags {
 			if k > 0 {
@@ -186,7 +210,11 @@ func (j *JSONWriter) WriteFlush(f *Flush) error {
 			b = appendJSONString(b, t)
 		}
 		b = append(b, ']')
-		num := func(k string, v float64) { b = fmtFloat(append(append(append(b, `,"`...), k...), `":`...), v) }
+		num := func(k string, v float64) {
+			if finite(v) {
+				b, _ = appendNum(append(append(append(b, `,"`...), k...), `":`...), v)
+			}
+		}
 		switch s.Type {
 		case TypeCounter:
 			num("count", s.Count)
@@ -217,18 +245,24 @@ func (j *JSONWriter) WriteFlush(f *Flush) error {
 	return err
 }
 
-// appendJSONString quotes s for JSON (strconv.Quote's escapes are Go's,
-// not JSON's, for some control characters; tags have none, but stay safe).
+// appendJSONString appends s as a JSON string (RFC 8259): '"', '\\' and
+// control characters escaped, every other rune as UTF-8 (strconv.Quote
+// is no substitute: its \U0001xxxx and \x escapes are Go's, not JSON's).
+// Invalid UTF-8 becomes U+FFFD; U+2028 and U+2029 are escaped for
+// JavaScript readers.
 func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	for _, r := range s {
 		switch {
 		case r == '"' || r == '\\':
 			b = append(b, '\\', byte(r))
-		case r < 0x20:
-			b = fmt.Appendf(b, `\u%04x`, r)
+		case r == '\n':
+			b = append(b, '\\', 'n')
+		case r < 0x20 || r == 0x2028 || r == 0x2029:
+			b = append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
 		default:
-			b = append(b, string(r)...)
+			b = utf8.AppendRune(b, r)
 		}
 	}
 	return append(b, '"')
@@ -244,13 +278,16 @@ func appendJSONString(b []byte, s string) []byte {
 // percentiles with cumulative _sum and _count (timers in seconds, as
 // statsd_exporter converts them). A name claimed by two types keeps the
 // first (sorted by type) and counts the others in
-// mdbus_statsd_prometheus_conflicts. The text is rendered by hand: the
+// mdbus_statsd_prometheus_conflicts; an addition that would take a
+// cumulative total beyond ±MaxFloat64 is skipped and counted in
+// mdbus_statsd_prometheus_non_finite. The text is rendered by hand: the
 // format is small, and client_golang would add a dependency and a
 // registry to describe series that come and go.
 type Prometheus struct {
 	mu        sync.Mutex
 	fams      map[string]*promFamily
 	conflicts uint64
+	nonFinite uint64 // additions refused: a cumulative total would overflow
 	text      []byte
 }
 
@@ -293,7 +330,7 @@ func promLabels(tags []string) string {
 			continue
 		}
 		k = promName(k)
-		if strings.HasPrefix(k, "__") || k == "quantile" {
+		if k == "" || strings.HasPrefix(k, "__") || k == "quantile" {
 			k = "tag" + k
 		}
 		l = append(l, kv{k, v})
@@ -341,6 +378,10 @@ func (p *Prometheus) WriteFlush(f *Flush) error {
 		}
 		switch s.Type {
 		case TypeCounter:
+			if !finite(ps.value + s.Count) {
+				p.nonFinite++
+				continue
+			}
 			ps.value += s.Count
 		case TypeGauge:
 			ps.value = s.Value
@@ -350,6 +391,10 @@ func (p *Prometheus) WriteFlush(f *Flush) error {
 			scale := 1.0
 			if s.Type == TypeTimer {
 				scale = 1e-3
+			}
+			if !finite(ps.count+s.Count) || !finite(ps.sum+s.Sum*scale) {
+				p.nonFinite++
+				continue
 			}
 			ps.count += s.Count
 			ps.sum += s.Sum * scale
@@ -399,24 +444,33 @@ func (p *Prometheus) render() {
 				}
 				return "{" + s.labels + "," + extra + "}"
 			}
+			sample := func(suffix, labels string, v float64) {
+				if finite(v) {
+					b, _ = appendNum(append(append(append(b, n...), suffix...), labels+" "...), v)
+					b = append(b, '\n')
+				}
+			}
 			if typ != "summary" {
-				b = fmtFloat(append(append(b, n...), lb("")+" "...), s.value)
-				b = append(b, '\n')
+				sample("", lb(""), s.value)
 				continue
 			}
 			for i, q := range s.quants {
-				qs := strconv.FormatFloat(s.pcts[i]/100, 'g', 12, 64)
-				b = fmtFloat(append(append(b, n...), lb(`quantile="`+qs+`"`)+" "...), q)
-				b = append(b, '\n')
+				sample("", lb(`quantile="`+quantile(s.pcts[i])+`"`), q)
 			}
-			b = fmtFloat(append(append(b, n...), "_sum"+lb("")+" "...), s.sum)
-			b = append(b, '\n')
-			b = fmtFloat(append(append(b, n...), "_count"+lb("")+" "...), s.count)
-			b = append(b, '\n')
+			sample("_sum", lb(""), s.sum)
+			sample("_count", lb(""), s.count)
 		}
 	}
 	b = fmt.Appendf(b, "# HELP mdbus_statsd_prometheus_conflicts_total Series skipped because their name has another type.\n# TYPE mdbus_statsd_prometheus_conflicts_total counter\nmdbus_statsd_prometheus_conflicts_total %d\n", p.conflicts)
+	b = fmt.Appendf(b, "# HELP mdbus_statsd_prometheus_non_finite_total Additions skipped because a cumulative total would overflow float64.\n# TYPE mdbus_statsd_prometheus_non_finite_total counter\nmdbus_statsd_prometheus_non_finite_total %d\n", p.nonFinite)
 	p.text = b
+}
+
+// quantile is percentile p as a quantile label: 99.9 is "0.999", not
+// 0.9990000000000001 nor 1e-05 for 0.001.
+func quantile(p float64) string {
+	q, _ := strconv.ParseFloat(strconv.FormatFloat(p/100, 'g', 12, 64), 64)
+	return strconv.FormatFloat(q, 'f', -1, 64)
 }
 
 // ServeHTTP serves the text exposition format.

@@ -1,6 +1,7 @@
 package statsd
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
@@ -27,7 +28,7 @@ type ClientConfig struct {
 	// FlushEvery is the longest a metric waits in the client's message
 	// buffer; default 1 ms.
 	FlushEvery time.Duration
-	// TickInterval is how often an idle client publishes a clock tick;
+	// TickInterval is the clock tick period, as RelayConfig.TickInterval;
 	// default DefaultTickInterval.
 	TickInterval time.Duration
 	// MaxMessageLen bounds one bus message; default DefaultMaxMessageLen.
@@ -71,7 +72,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: cfg.Retransmit, Sources: []retransmit.Source{cache},
 			Interface: cfg.Bus.Interface})
 		if err != nil {
-			return nil, fmt.Errorf("statsd: client: %w", err)
+			return nil, &ListenError{What: "retransmit", Addr: cfg.Retransmit.String(), Err: err}
 		}
 		c.srv = srv
 		cfg.Bus.Sinks = append(append([]publisher.Sink(nil), cfg.Bus.Sinks...), cache)
@@ -140,6 +141,9 @@ func (c *Client) lineLocked(lines []byte) error {
 		ok, r := c.p.Next(&c.m)
 		if !ok {
 			return first
+		}
+		if r == ReasonNone && bytes.HasPrefix(c.m.Name, selfPrefixBytes) {
+			r = ReasonReservedName
 		}
 		if r != ReasonNone {
 			if first == nil {

@@ -85,8 +85,39 @@ type CollectorConfig struct {
 	// Backends receive every flush, in interval order, on the collector's
 	// flushing goroutine.
 	Backends []Backend
-	// Logger receives losses and backend errors. Default: discard.
+	// SelfMetrics says when a flush carries the collector's own series
+	// and the relays' (names starting with SelfPrefix). Default
+	// SelfMetricsAuto.
+	SelfMetrics SelfMetrics
+	// Logger receives losses, the series cap being reached (once per
+	// interval) and backend errors. Default: discard.
 	Logger *slog.Logger
+}
+
+// SelfMetrics says when a flush carries the self-metrics, the series whose
+// names start with SelfPrefix.
+type SelfMetrics uint8
+
+const (
+	// SelfMetricsAuto writes the collector's own series in a flush that
+	// holds another series or a non-zero count of the collector's (bad
+	// lines, refusals, losses), and a relay's series only in an interval
+	// it sent them: the flushes of an idle stream are empty.
+	SelfMetricsAuto SelfMetrics = iota
+	// SelfMetricsAlways writes every self series in every flush, zeros
+	// included.
+	SelfMetricsAlways
+)
+
+// ParseSelfMetrics parses "auto" or "always".
+func ParseSelfMetrics(s string) (SelfMetrics, error) {
+	switch s {
+	case "auto", "":
+		return SelfMetricsAuto, nil
+	case "always":
+		return SelfMetricsAlways, nil
+	}
+	return 0, fmt.Errorf("%w: self-metrics %q: want auto or always", ErrConfig, s)
 }
 
 func (c CollectorConfig) withDefaults() (CollectorConfig, error) {
@@ -128,6 +159,9 @@ func (c CollectorConfig) withDefaults() (CollectorConfig, error) {
 	if c.StreamTimeout <= 0 {
 		c.StreamTimeout = DefaultStreamTimeout
 	}
+	if c.SelfMetrics > SelfMetricsAlways {
+		return c, fmt.Errorf("%w: SelfMetrics %d", ErrConfig, c.SelfMetrics)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -148,7 +182,43 @@ const (
 	selfClamped        = SelfPrefix + "collector.values_clamped"
 	selfLost           = SelfPrefix + "collector.bus_lost_messages"
 	selfBadMessages    = SelfPrefix + "collector.bad_bus_messages"
+	selfNonFinite      = SelfPrefix + "collector.non_finite_refused"
 )
+
+// The relay's own series (see Relay.publishSelf). They are exempt from
+// MaxSeries, so that the relay's evidence (bad lines, kernel drops) is
+// still flushed when a flood of names has filled the table: there are at
+// most relaySelfSeries of them.
+const (
+	relaySelfDatagrams = SelfPrefix + "relay.datagrams"
+	relaySelfMetrics   = SelfPrefix + "relay.metrics"
+	relaySelfKernDrops = SelfPrefix + "relay.kernel_drops"
+	relaySelfBadLines  = SelfPrefix + "relay.bad_lines"
+	relaySelfSeries    = 3 + int(NumReasons) - 1
+)
+
+// isRelaySelf reports whether a counter with this name and (sorted,
+// deduplicated) tags is one of the relay's own series.
+func isRelaySelf(typ Type, name []byte, tags [][]byte) bool {
+	if typ != TypeCounter {
+		return false
+	}
+	switch string(name) {
+	case relaySelfDatagrams, relaySelfMetrics, relaySelfKernDrops:
+		return len(tags) == 0
+	case relaySelfBadLines:
+		if len(tags) != 1 || !bytes.HasPrefix(tags[0], []byte("reason:")) {
+			return false
+		}
+		r := string(tags[0][len("reason:"):])
+		for i := Reason(1); i < NumReasons; i++ {
+			if r == reasonNames[i] {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 var selfPrefixBytes = []byte(SelfPrefix)
 
@@ -160,6 +230,7 @@ type seriesInfo struct {
 	typ   Type
 	gauge float64 // the gauge's value, kept across intervals
 	lastK int64   // last interval with data
+	self  bool    // one of the relay's own series: not counted in MaxSeries
 }
 
 // acc is a series' aggregate in one interval.
@@ -188,6 +259,9 @@ type bucket struct {
 	badMsgs uint64
 	refused uint64 // series refused
 	histRef uint64
+	// nonFinite counts metrics refused because they would have made an
+	// aggregate infinite or NaN.
+	nonFinite uint64
 	// Filled at close.
 	membersRefused, clamped uint64
 }
@@ -210,6 +284,7 @@ type Collector struct {
 	buckets  map[int64]*bucket
 	nextK    int64 // the first interval not yet closed; 0 before any message
 	streams  map[subscriber.StreamID]*streamState
+	selfN    int // relay self series held, beyond MaxSeries' count
 	key      []byte
 	tagBuf   [][]byte
 	freeHist []*hdrhistogram.Histogram
@@ -422,7 +497,10 @@ func (c *Collector) runTimer() {
 	}
 }
 
-// add aggregates one valid metric into b.
+// add aggregates one valid metric into b. A metric that would take an
+// aggregate (a sum, a count, a rate, a gauge) beyond ±MaxFloat64 is
+// refused whole and counted (non_finite_refused): a flush never holds an
+// infinite or NaN value.
 func (c *Collector) add(b *bucket, m *Metric) {
 	s := c.lookup(b, m)
 	if s == nil {
@@ -434,19 +512,36 @@ func (c *Collector) add(b *bucket, m *Metric) {
 		a = &acc{s: s, min: math.Inf(1), max: math.Inf(-1)}
 		b.accs[s] = a
 	}
+	secs := c.cfg.FlushInterval.Seconds()
 	switch m.Type {
 	case TypeCounter:
+		sum := a.sum
 		for i := range m.N {
-			a.sum += m.Values[i] / m.Rate
+			sum += m.Values[i] / m.Rate
 		}
+		if !finite(sum) || !finite(sum/secs) {
+			b.nonFinite++
+			return
+		}
+		a.sum = sum
 	case TypeGauge:
+		set, val, delta := a.set, a.val, a.delta
 		for i := range m.N {
 			if m.Delta[i] {
-				a.delta += m.Values[i]
+				delta += m.Values[i]
 			} else {
-				a.set, a.val, a.delta = true, m.Values[i], 0
+				set, val, delta = true, m.Values[i], 0
 			}
 		}
+		base := s.gauge
+		if set {
+			base = val
+		}
+		if !finite(delta) || !finite(base+delta) {
+			b.nonFinite++
+			return
+		}
+		a.set, a.val, a.delta = set, val, delta
 	case TypeSet:
 		for i := range m.N {
 			mem := m.Member(i)
@@ -463,14 +558,22 @@ func (c *Collector) add(b *bucket, m *Metric) {
 			a.members[string(mem)] = struct{}{}
 		}
 	default:
+		sum, count := a.sum, a.count
+		for i := range m.N {
+			sum += m.Values[i]
+			count += 1 / m.Rate
+		}
+		if !finite(sum) || !finite(count/secs) {
+			b.nonFinite++
+			return
+		}
+		a.sum, a.count = sum, count
 		if a.hist == nil && a.n == 0 {
 			a.hist = c.getHist(b)
 		}
 		for i := range m.N {
 			v := m.Values[i]
 			a.n++
-			a.count += 1 / m.Rate
-			a.sum += v
 			a.min, a.max = min(a.min, v), max(a.max, v)
 			if a.hist != nil {
 				iv := int64(0)
@@ -536,15 +639,19 @@ func (c *Collector) lookup(b *bucket, m *Metric) *seriesInfo {
 	if s := c.series[string(k)]; s != nil {
 		return s
 	}
-	if len(c.series) >= c.cfg.MaxSeries {
+	self := isRelaySelf(m.Type, m.Name, c.tagBuf)
+	if !self && len(c.series)-c.selfN >= c.cfg.MaxSeries {
 		b.refused++
 		return nil
 	}
-	s := &seriesInfo{key: string(k), name: string(m.Name), typ: m.Type}
+	s := &seriesInfo{key: string(k), name: string(m.Name), typ: m.Type, self: self}
 	for _, t := range c.tagBuf {
 		s.tags = append(s.tags, string(t))
 	}
 	c.series[s.key] = s
+	if self {
+		c.selfN++
+	}
 	return s
 }
 
@@ -563,17 +670,23 @@ func (c *Collector) closeBucket(k int64) {
 	f := &Flush{Start: time.Unix(0, k*int64(c.cfg.FlushInterval)).UTC(), Interval: c.cfg.FlushInterval, Percentiles: c.cfg.Percentiles}
 	secs := c.cfg.FlushInterval.Seconds()
 	expireK := int64(c.cfg.IdleExpiry / c.cfg.FlushInterval)
+	always := c.cfg.SelfMetrics == SelfMetricsAlways
+	others := false // a series other than the relays' idle self series
 	for key, s := range c.series {
 		a := b.accs[s]
 		if a == nil {
 			if k-s.lastK > expireK {
 				delete(c.series, key)
+				if s.self {
+					c.selfN--
+				}
 				continue
 			}
-			if c.cfg.DeleteIdle {
+			if c.cfg.DeleteIdle || (s.self && !always) {
 				continue
 			}
 		}
+		others = true
 		out := Series{Name: s.name, Tags: s.tags, Type: s.typ}
 		switch s.typ {
 		case TypeCounter:
@@ -583,10 +696,18 @@ func (c *Collector) closeBucket(k int64) {
 			out.Rate = out.Count / secs
 		case TypeGauge:
 			if a != nil {
+				g := s.gauge
 				if a.set {
-					s.gauge = a.val
+					g = a.val
 				}
-				s.gauge += a.delta
+				if finite(g + a.delta) {
+					g += a.delta
+				} else {
+					// The gauge moved (another interval closed) since
+					// add checked the deltas: drop them.
+					b.nonFinite++
+				}
+				s.gauge = g
 			}
 			out.Value = s.gauge
 		case TypeSet:
@@ -615,29 +736,40 @@ func (c *Collector) closeBucket(k int64) {
 		}
 		f.Series = append(f.Series, out)
 	}
+	if b.refused > 0 {
+		c.cfg.Logger.Warn("statsd collector: series cap reached, new series refused (counted in "+selfSeriesRefused+")",
+			"interval_end", f.Start.Add(f.Interval), "refused", b.refused, "max_series", c.cfg.MaxSeries)
+	}
 	// The collector's own metrics.
-	self := func(name string, typ Type, v float64, tags ...string) {
-		s := Series{Name: name, Type: typ, Tags: tags}
-		if typ == TypeCounter {
-			s.Count, s.Rate = v, v/secs
-		} else {
-			s.Value = v
-		}
-		f.Series = append(f.Series, s)
+	counts := b.metrics + b.refused + b.membersRefused + b.histRef + b.clamped + b.lost + b.badMsgs + b.nonFinite
+	for _, n := range b.bad {
+		counts += n
 	}
-	self(selfMetrics, TypeCounter, float64(b.metrics))
-	for r := Reason(1); r < NumReasons; r++ {
-		if b.bad[r] > 0 {
-			self(selfBadLines, TypeCounter, float64(b.bad[r]), "reason:"+r.String())
+	if always || others || counts > 0 {
+		self := func(name string, typ Type, v float64, tags ...string) {
+			s := Series{Name: name, Type: typ, Tags: tags}
+			if typ == TypeCounter {
+				s.Count, s.Rate = v, v/secs
+			} else {
+				s.Value = v
+			}
+			f.Series = append(f.Series, s)
 		}
+		self(selfMetrics, TypeCounter, float64(b.metrics))
+		for r := Reason(1); r < NumReasons; r++ {
+			if b.bad[r] > 0 {
+				self(selfBadLines, TypeCounter, float64(b.bad[r]), "reason:"+r.String())
+			}
+		}
+		self(selfSeries, TypeGauge, float64(len(c.series)))
+		self(selfSeriesRefused, TypeCounter, float64(b.refused))
+		self(selfMembersRefused, TypeCounter, float64(b.membersRefused))
+		self(selfHistRefused, TypeCounter, float64(b.histRef))
+		self(selfClamped, TypeCounter, float64(b.clamped))
+		self(selfLost, TypeCounter, float64(b.lost))
+		self(selfBadMessages, TypeCounter, float64(b.badMsgs))
+		self(selfNonFinite, TypeCounter, float64(b.nonFinite))
 	}
-	self(selfSeries, TypeGauge, float64(len(c.series)))
-	self(selfSeriesRefused, TypeCounter, float64(b.refused))
-	self(selfMembersRefused, TypeCounter, float64(b.membersRefused))
-	self(selfHistRefused, TypeCounter, float64(b.histRef))
-	self(selfClamped, TypeCounter, float64(b.clamped))
-	self(selfLost, TypeCounter, float64(b.lost))
-	self(selfBadMessages, TypeCounter, float64(b.badMsgs))
 	f.Lost = b.lost
 	slices.SortFunc(f.Series, func(x, y Series) int {
 		return cmp.Or(strings.Compare(x.Name, y.Name), cmp.Compare(x.Type, y.Type), slices.Compare(x.Tags, y.Tags))

@@ -56,7 +56,10 @@
 // collectors' re-requests, as "mdbus pub --retransmit" does. The relay
 // also publishes its own counters (mdbus.statsd.relay.datagrams, .metrics,
 // .kernel_drops, .bad_lines with a reason tag) every SelfInterval, so
-// every collector sees what the relay refused or never received.
+// every collector sees what the relay refused or never received. Names
+// starting with SelfPrefix are theirs alone: the relay and Client refuse
+// them from clients (ReasonReservedName), who could otherwise forge or
+// cancel them.
 //
 // Optional pre-aggregation (RelayConfig.PreAggregate) sums counters
 // (sample rate applied) and reduces gauges to their net effect per name,
@@ -97,8 +100,12 @@
 // A collector places each message in the interval
 // floor(stamp / FlushInterval), aligned to the Unix epoch (so a 10 s
 // interval ends at :00, :10, ...), and closes an interval once the
-// stream's clock has passed its end. An idle relay publishes a clock tick
-// (a message with no lines) every TickInterval so intervals still close.
+// stream's clock has passed its end. At every multiple of TickInterval
+// on the epoch, a relay that has published nothing since that instant
+// publishes a clock tick (a message with no lines), so intervals close
+// without metrics too: a flush interval that is a multiple of the tick
+// (the defaults, 10 s and 500 ms) is written as soon as it ends, the tick
+// crossing the bus; another one up to a tick later.
 // Since every collector recovers the same sequence (NAK recovery from
 // the relay's retransmit server), each sees the same messages with the
 // same stamps in the same order, and aggregates them identically: the
@@ -121,20 +128,32 @@
 // distributions (sample count with rate applied, exact sum, mean, min and
 // max, and percentiles from one HdrHistogram per series and interval,
 // HistDigits significant digits; values are recorded in thousandths of the
-// client's unit up to HistMax). Series beyond MaxSeries are refused and
-// counted; series idle for IdleExpiry are forgotten (etsy's
-// deleteIdleStats is DeleteIdle). Each flush also holds the collector's
-// own series, computed from the stream alone so that they too agree
-// across collectors: mdbus.statsd.collector.metrics, .bad_lines (by
-// reason), .series, .series_refused, .set_members_refused,
-// .percentiles_refused, .values_clamped, .bad_bus_messages and
+// client's unit up to HistMax). Series beyond MaxSeries are refused,
+// counted and logged once per interval; the relays' own series, a fixed
+// set of at most a few dozen, are exempt, so that a flood of names does
+// not silence the relay's account of it. Series idle for IdleExpiry are
+// forgotten (etsy's deleteIdleStats is DeleteIdle). A metric that would
+// take a sum, count, rate or gauge beyond ±MaxFloat64 is refused whole
+// and counted: no flush holds an infinite or NaN value (sample rates
+// below MinSampleRate are refused by the Parser).
+//
+// A flush also holds the collector's own series, computed from the stream
+// alone so that they too agree across collectors:
+// mdbus.statsd.collector.metrics, .bad_lines (by reason), .series,
+// .series_refused, .set_members_refused, .percentiles_refused,
+// .values_clamped, .bad_bus_messages, .non_finite_refused and
 // .bus_lost_messages, the bus messages the subscriber declared lost
-// (subscriber OnLoss): unrecoverable loss is always in the output.
+// (subscriber OnLoss): unrecoverable loss is always in the output. By
+// default (SelfMetricsAuto) they are written in a flush that has other
+// series or a non-zero count of theirs, so an idle stream's flushes are
+// empty; SelfMetricsAlways writes them in every flush.
 //
 // Backends: GraphiteWriter (plaintext, etsy's non-legacy names, to stdout
 // or a TCPWriter), JSONWriter (one object per series), and Prometheus (a
 // text exposition endpoint with statsd_exporter-style names, rendered by
-// hand; see its doc).
+// hand; see its doc). Each writes numbers as plain decimals and escapes
+// names and tags for its format, so whatever line the Parser accepts
+// yields output that parses (FuzzFlushOutput).
 //
 // # Acceptance
 //

@@ -7,12 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/wire"
 )
 
-// DefaultTickInterval is how often an idle relay or client publishes a
-// clock tick (an empty message carrying its time), so that collectors
-// can close flush intervals while no metric arrives.
+// DefaultTickInterval is the clock tick period of a relay or client: at
+// every multiple of it on the Unix epoch of the relay clock, one publishes
+// an empty message carrying its time unless a message already did since
+// that instant, so that collectors close each flush interval at once when
+// it ends, metrics or not.
 const DefaultTickInterval = 500 * time.Millisecond
 
 // DefaultMaxMessageLen bounds a bus message (header and lines): several
@@ -20,24 +22,29 @@ const DefaultTickInterval = 500 * time.Millisecond
 // lines at most. It is lowered to what one packet holds.
 const DefaultMaxMessageLen = 1400
 
+// bus is where an emitter publishes: a *publisher.Publication.
+type bus interface {
+	Publish(msg []byte) (wire.Seq, error)
+	MaxMessageLen() int
+}
+
 // emitter stamps messages with the relay clock and publishes them. Time
 // never goes backwards along the sequence: each message carries
 // max(now, previous), stamped and published under one lock, so a collector
 // reading the stream in sequence order sees a monotone clock.
 type emitter struct {
 	mu      sync.Mutex
-	pub     *publisher.Publication
-	last    int64
-	sent    bool // a message went out since the last tick
-	maxLen  int  // a message is published once another line would not fit
-	hardMax int  // the largest message: a single long line may fill it
+	pub     bus
+	last    int64 // the stamp of the last message published
+	maxLen  int   // a message is published once another line would not fit
+	hardMax int   // the largest message: a single long line may fill it
 	now     func() int64
 	tickBuf []byte
 	errs    uint64
 	msgs    uint64
 }
 
-func newEmitter(pub *publisher.Publication, maxLen int, now func() int64) *emitter {
+func newEmitter(pub bus, maxLen int, now func() int64) *emitter {
 	if maxLen <= 0 {
 		maxLen = DefaultMaxMessageLen
 	}
@@ -75,37 +82,52 @@ func (e *emitter) publishLocked(msg []byte) error {
 		e.errs++
 		return fmt.Errorf("statsd: publish: %w", err)
 	}
-	e.sent = true
 	e.msgs++
 	return nil
 }
 
-// tick publishes an empty message unless one went out since the last
-// tick.
-func (e *emitter) tick() error {
+// tick publishes an empty message unless a message stamped at or after
+// at (Unix ns, a tick instant) went out already: either one tells the
+// collectors that the relay clock has passed at.
+func (e *emitter) tick(at int64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.sent {
-		e.sent = false
+	if e.last >= at {
 		return nil
 	}
 	return e.publishLocked(e.tickBuf)
 }
 
-// runTicks ticks every d until ctx ends.
+// runTicks calls also and ticks at every multiple of d on the emitter
+// clock's Unix epoch, until ctx ends. A flush interval that is a multiple
+// of d (the defaults: 10 s and 500 ms) then ends on a tick: collectors
+// close it as soon as the tick arrives, not up to a tick period later.
+// Tick instants missed (a stalled process) are skipped, not caught up.
 func (e *emitter) runTicks(ctx context.Context, d time.Duration, also func()) {
-	t := time.NewTicker(d)
+	step := int64(d)
+	next := func(now int64) int64 { return (now/step + 1) * step }
+	at := next(e.now())
+	t := time.NewTimer(time.Duration(at - e.now()))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if also != nil {
-				also()
-			}
-			e.tick()
 		}
+		now := e.now()
+		if now < at {
+			// The timer and the clock disagree by a little (the timer
+			// runs on the monotonic clock): wait for the clock.
+			t.Reset(time.Duration(min(at-now, step)))
+			continue
+		}
+		if also != nil {
+			also()
+		}
+		e.tick(at)
+		at = next(now)
+		t.Reset(time.Duration(at - now))
 	}
 }
 

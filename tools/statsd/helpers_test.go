@@ -43,6 +43,7 @@ type recorder struct {
 	flushes []*Flush
 	text    strings.Builder
 	json    JSONWriter
+	onWrite func(*Flush) // called on each flush, under mu
 }
 
 func newRecorder() *recorder {
@@ -55,6 +56,9 @@ func (r *recorder) WriteFlush(f *Flush) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.flushes = append(r.flushes, f)
+	if r.onWrite != nil {
+		r.onWrite(f)
+	}
 	return r.json.WriteFlush(f)
 }
 

@@ -82,7 +82,8 @@ const (
 	ReasonTooManyValues
 	// ReasonUnknownType: the type is none of c, g, ms, h, d, s.
 	ReasonUnknownType
-	// ReasonBadSampleRate: the sample rate is not a number in (0, 1].
+	// ReasonBadSampleRate: the sample rate is not a number in
+	// [MinSampleRate, 1].
 	ReasonBadSampleRate
 	// ReasonTooManyTags: more tags than Limits.MaxTags.
 	ReasonTooManyTags
@@ -94,6 +95,11 @@ const (
 	ReasonBadTimestamp
 	// ReasonBadField: an unknown or repeated field after the type.
 	ReasonBadField
+	// ReasonReservedName: a client's metric name starts with SelfPrefix,
+	// which only the relay's and collector's own metrics may use (a
+	// client could otherwise forge or hide them). The relay and Client
+	// refuse it; the Parser does not check it.
+	ReasonReservedName
 	// NumReasons is the number of reasons (the length of counter arrays).
 	NumReasons
 )
@@ -101,7 +107,7 @@ const (
 var reasonNames = [NumReasons]string{
 	"none", "line_too_long", "truncated", "empty_name", "name_too_long", "bad_name", "invalid_utf8",
 	"no_value", "bad_value", "nan_inf", "too_many_values", "unknown_type", "bad_sample_rate",
-	"too_many_tags", "tags_too_long", "bad_tag", "bad_timestamp", "bad_field",
+	"too_many_tags", "tags_too_long", "bad_tag", "bad_timestamp", "bad_field", "reserved_name",
 }
 
 // String returns the reason's stable snake_case name, used in metric
@@ -143,6 +149,11 @@ const (
 	// MaxPacked is the largest Limits.MaxValues: the size of
 	// Metric.Values.
 	MaxPacked = 256
+	// MinSampleRate is the smallest sample rate accepted (|@rate): one
+	// value standing for a million. A smaller rate is refused
+	// (ReasonBadSampleRate), as etsy's server would otherwise multiply a
+	// counter by up to 1e300.
+	MinSampleRate = 1e-6
 )
 
 func (l Limits) withDefaults() Limits {
@@ -428,7 +439,7 @@ func (p *Parser) parseBody(m *Metric, name, body, line []byte) Reason {
 					return ReasonBadSampleRate
 				}
 				r, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(f), len(f)), 64)
-				if err != nil || !(r > 0 && r <= 1) {
+				if err != nil || !(r >= MinSampleRate && r <= 1) {
 					return ReasonBadSampleRate
 				}
 				m.Rate = r

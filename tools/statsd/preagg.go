@@ -1,6 +1,7 @@
 package statsd
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -31,16 +32,36 @@ func newPreAgg() *preAgg { return &preAgg{start: time.Now(), byKey: map[string]*
 
 func (a *preAgg) due(w time.Duration) bool { return time.Since(a.start) >= w }
 
-// add takes m if it is a counter or gauge; it reports whether it did.
-func (a *preAgg) add(m *Metric) bool {
+// add takes m if it is a counter or gauge; it reports whether it did. A
+// metric that would take the entry's sum or value beyond ±MaxFloat64 is
+// refused with ReasonNaNInf, the entry unchanged.
+func (a *preAgg) add(m *Metric) (taken bool, r Reason) {
 	if m.Type != TypeCounter && m.Type != TypeGauge {
-		return false
+		return false, ReasonNone
 	}
 	a.key = append(append(append(append(append(a.key[:0], m.Type.Code()...), 0), m.Name...), 0), m.Tags...)
 	a.key = append(append(a.key, 0), m.Container...)
 	e := a.byKey[string(a.key)]
 	if e == nil && len(a.keys) >= maxPreAggKeys {
-		return false // a flood of new names passes through unaggregated
+		return false, ReasonNone // a flood of new names passes through unaggregated
+	}
+	var next preEntry
+	if e != nil {
+		next = *e
+	}
+	for i := range m.N {
+		v := m.Values[i]
+		switch {
+		case m.Type == TypeCounter:
+			next.sum += v / m.Rate
+		case m.Delta[i]:
+			next.sum += v
+		default:
+			next.set, next.val, next.sum = true, v, 0
+		}
+	}
+	if !finite(next.sum) || (next.set && !finite(next.val+next.sum)) {
+		return false, ReasonNaNInf
 	}
 	if e == nil {
 		e = &preEntry{name: string(m.Name), tags: string(m.Tags), cont: string(m.Container), typ: m.Type}
@@ -48,19 +69,12 @@ func (a *preAgg) add(m *Metric) bool {
 		a.byKey[k] = e
 		a.keys = append(a.keys, k)
 	}
-	for i := range m.N {
-		v := m.Values[i]
-		switch {
-		case m.Type == TypeCounter:
-			e.sum += v / m.Rate
-		case m.Delta[i]:
-			e.sum += v
-		default:
-			e.set, e.val, e.sum = true, v, 0
-		}
-	}
-	return true
+	e.sum, e.set, e.val = next.sum, next.set, next.val
+	return true, ReasonNone
 }
+
+// finite reports whether v is neither infinite nor NaN.
+func finite(v float64) bool { return !math.IsInf(v, 0) && !math.IsNaN(v) }
 
 // emit writes the window's lines into b and starts a new window.
 func (a *preAgg) emit(b *builder) {

@@ -1,6 +1,7 @@
 package statsd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/sock"
@@ -50,8 +52,9 @@ type RelayConfig struct {
 	// NoUDP disables the UDP listener (with Unix set).
 	NoUDP bool
 	// Unix, when set, is the path of a Unix datagram socket to listen on
-	// as well (DogStatsD's unix:// transport). A stale socket file is
-	// removed first.
+	// as well (DogStatsD's unix:// transport). A socket file left by a
+	// process that is gone is replaced; one that a running process still
+	// reads is refused (a *ListenError wrapping syscall.EADDRINUSE).
 	Unix string
 	// ReadBuffer is the SO_RCVBUF request of the listening sockets;
 	// default 8 MiB.
@@ -67,9 +70,12 @@ type RelayConfig struct {
 	// of gauges per name and tags over this window before publishing, to
 	// cut bus traffic. Default 0: every metric is published as received.
 	PreAggregate time.Duration
-	// TickInterval is how often an idle relay publishes a clock tick;
-	// default DefaultTickInterval. Collectors close a flush interval when
-	// the stream's clock passes its end, so this bounds the flush delay.
+	// TickInterval is the clock tick period; default
+	// DefaultTickInterval. At every multiple of it since the epoch the
+	// relay publishes a tick unless a message went out since that
+	// instant. Collectors close a flush interval when the stream's clock
+	// passes its end: one that is a multiple of TickInterval closes as
+	// it ends, any other within TickInterval of its end.
 	TickInterval time.Duration
 	// SelfInterval is how often the relay publishes its own counters
 	// (mdbus.statsd.relay.*) as counter lines; default 10 s, negative
@@ -191,48 +197,19 @@ type Relay struct {
 }
 
 // NewRelay opens the listeners and the publication and starts reading.
-func NewRelay(cfg RelayConfig) (r *Relay, err error) {
-	cfg, err = cfg.withDefaults()
+// The listeners open first: an address that is taken (another StatsD
+// agent on 8125, another relay's retransmit port) fails with a
+// *ListenError before anything is published.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	r = &Relay{cfg: cfg}
+	r := &Relay{cfg: cfg}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	defer func() {
-		if err != nil {
-			r.closeAll()
-		}
-	}()
-	if cfg.Retransmit.IsValid() {
-		cache := retransmit.NewCache(cfg.Cache)
-		r.srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: cfg.Retransmit, Sources: []retransmit.Source{cache},
-			Interface: cfg.Bus.Interface, Logger: cfg.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("statsd: relay: %w", err)
-		}
-		cfg.Bus.Sinks = append(append([]publisher.Sink(nil), cfg.Bus.Sinks...), cache)
-	}
-	r.pub, err = publisher.New(cfg.Bus)
-	if err != nil {
-		return nil, fmt.Errorf("statsd: relay: %w", err)
-	}
-	r.em = newEmitter(r.pub, cfg.MaxMessageLen, cfg.Now)
-	r.cfg.Limits = r.em.clampLimits(cfg.Limits)
-	if !cfg.NoUDP {
-		r.udp, err = sock.Open(sock.Config{Local: cfg.Listen, ReadBuffer: cfg.ReadBuffer})
-		if err != nil {
-			return nil, fmt.Errorf("statsd: relay: listen %s: %w", cfg.Listen, err)
-		}
-	}
-	if cfg.Unix != "" {
-		if fi, err := os.Lstat(cfg.Unix); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			os.Remove(cfg.Unix)
-		}
-		r.unix, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: cfg.Unix, Net: "unixgram"})
-		if err != nil {
-			return nil, fmt.Errorf("statsd: relay: listen unix %s: %w", cfg.Unix, err)
-		}
-		r.unix.SetReadBuffer(cfg.ReadBuffer)
+	if err := r.open(); err != nil {
+		r.closeAll()
+		return nil, err
 	}
 	if r.udp != nil {
 		r.wg.Add(1)
@@ -246,6 +223,86 @@ func NewRelay(cfg RelayConfig) (r *Relay, err error) {
 	go r.runTicks()
 	return r, nil
 }
+
+// open opens the sockets and the publication; on error, closeAll releases
+// what was opened.
+func (r *Relay) open() error {
+	cfg := r.cfg
+	var err error
+	if !cfg.NoUDP {
+		r.udp, err = sock.Open(sock.Config{Local: cfg.Listen, ReadBuffer: cfg.ReadBuffer})
+		if err != nil {
+			return &ListenError{What: "udp", Addr: cfg.Listen.String(), Err: err}
+		}
+	}
+	if cfg.Unix != "" {
+		if r.unix, err = listenUnixgram(cfg.Unix); err != nil {
+			return err
+		}
+		r.unix.SetReadBuffer(cfg.ReadBuffer)
+	}
+	if cfg.Retransmit.IsValid() {
+		cache := retransmit.NewCache(cfg.Cache)
+		r.srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: cfg.Retransmit, Sources: []retransmit.Source{cache},
+			Interface: cfg.Bus.Interface, Logger: cfg.Logger})
+		if err != nil {
+			return &ListenError{What: "retransmit", Addr: cfg.Retransmit.String(), Err: err}
+		}
+		cfg.Bus.Sinks = append(append([]publisher.Sink(nil), cfg.Bus.Sinks...), cache)
+	}
+	r.pub, err = publisher.New(cfg.Bus)
+	if err != nil {
+		return fmt.Errorf("statsd: relay: %w", err)
+	}
+	r.em = newEmitter(r.pub, cfg.MaxMessageLen, cfg.Now)
+	r.cfg.Limits = r.em.clampLimits(cfg.Limits)
+	return nil
+}
+
+// listenUnixgram listens on a Unix datagram socket at path. A socket file
+// left by a relay that is gone is replaced; one that a running process
+// still reads is not: that is a *ListenError wrapping EADDRINUSE.
+func listenUnixgram(path string) (*net.UnixConn, error) {
+	addr := &net.UnixAddr{Name: path, Net: "unixgram"}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, &ListenError{What: "unix", Addr: path, Err: errNotSocket}
+		}
+		if c, err := net.DialUnix("unixgram", nil, addr); err == nil {
+			c.Close()
+			return nil, &ListenError{What: "unix", Addr: path, Err: syscall.EADDRINUSE}
+		}
+		os.Remove(path)
+	}
+	c, err := net.ListenUnixgram("unixgram", addr)
+	if err != nil {
+		return nil, &ListenError{What: "unix", Addr: path, Err: err}
+	}
+	return c, nil
+}
+
+var errNotSocket = errors.New("a file that is not a socket is in the way (not removed)")
+
+// ListenError is returned by NewRelay and NewClient when a socket they
+// need cannot be opened. Test for a taken address with
+// errors.Is(err, syscall.EADDRINUSE).
+type ListenError struct {
+	// What is the socket: "udp" (StatsD clients), "unix" (StatsD clients
+	// on a Unix socket) or "retransmit" (the collectors' re-requests).
+	What string
+	// Addr is the address or path asked for.
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string {
+	if errors.Is(e.Err, syscall.EADDRINUSE) {
+		return fmt.Sprintf("statsd: %s %s is already in use by another process", e.What, e.Addr)
+	}
+	return fmt.Sprintf("statsd: %s %s: %v", e.What, e.Addr, e.Err)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
 
 // Addr is the UDP address the relay listens on (its port resolved).
 func (r *Relay) Addr() netip.AddrPort {
@@ -353,13 +410,20 @@ func (lr *lineReader) datagram(d []byte, truncated bool) {
 		if !ok {
 			break
 		}
+		if reason == ReasonNone && bytes.HasPrefix(lr.m.Name, selfPrefixBytes) {
+			reason = ReasonReservedName
+		}
+		taken := false
+		if reason == ReasonNone && lr.agg != nil {
+			taken, reason = lr.agg.add(&lr.m)
+		}
 		if reason != ReasonNone {
 			st.bad[reason].Add(1)
 			lr.r.logBad(reason, lr.m.Line)
 			continue
 		}
 		good++
-		if lr.agg != nil && lr.agg.add(&lr.m) {
+		if taken {
 			continue
 		}
 		if lr.m.Part {

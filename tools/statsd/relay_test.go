@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,4 +175,110 @@ func TestRelayLongLines(t *testing.T) {
 		}
 	}
 	require.Equal(t, float64(10), n, "relay %+v, collector bad %v, metrics %v", rs, tot.bad, tot.metrics)
+}
+
+// TestRelayPortTaken: with the StatsD port, the retransmit port or the
+// Unix socket already held by another process (a StatsD agent, a second
+// relay), NewRelay and NewClient return a *ListenError naming the
+// address, wrapping EADDRINUSE, and leave nothing open: no panic, no
+// stolen socket file.
+func TestRelayPortTaken(t *testing.T) {
+	netlab.Require(t)
+	held, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	require.NoError(t, err)
+	defer held.Close()
+	taken := held.LocalAddr().(*net.UDPAddr).AddrPort()
+	any := netip.MustParseAddrPort("127.0.0.1:0")
+	sockPath := filepath.Join(t.TempDir(), "statsd.sock")
+	heldUnix, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	require.NoError(t, err)
+	defer heldUnix.Close()
+
+	for _, tc := range []struct {
+		what string
+		addr string
+		cfg  RelayConfig
+	}{
+		{"udp", taken.String(), RelayConfig{Listen: taken, Retransmit: any}},
+		{"retransmit", taken.String(), RelayConfig{Listen: any, Retransmit: taken}},
+		{"unix", sockPath, RelayConfig{Listen: any, Unix: sockPath}},
+		{"unix", sockPath, RelayConfig{NoUDP: true, Unix: sockPath}},
+	} {
+		tc.cfg.Bus = publisher.Config{Group: newGroup()}
+		tc.cfg.EndGrace = time.Millisecond
+		r, err := NewRelay(tc.cfg)
+		if r != nil {
+			r.Close()
+		}
+		require.Error(t, err, tc.what)
+		require.ErrorIs(t, err, syscall.EADDRINUSE, tc.what)
+		var le *ListenError
+		require.ErrorAs(t, err, &le)
+		require.Equal(t, tc.what, le.What)
+		require.Equal(t, tc.addr, le.Addr)
+		require.Contains(t, err.Error(), tc.addr)
+		require.Contains(t, err.Error(), "already in use")
+	}
+	// A file that is not a socket is left alone.
+	plain := filepath.Join(t.TempDir(), "not-a-socket")
+	require.NoError(t, os.WriteFile(plain, []byte("data"), 0o600))
+	_, err = NewRelay(RelayConfig{NoUDP: true, Unix: plain, Bus: publisher.Config{Group: newGroup()}})
+	require.ErrorIs(t, err, errNotSocket)
+	require.Contains(t, err.Error(), plain)
+	data, err := os.ReadFile(plain)
+	require.NoError(t, err)
+	require.Equal(t, "data", string(data))
+
+	// The held Unix socket still works: it was not removed or replaced.
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	require.NoError(t, err)
+	_, err = c.Write([]byte("x:1|c"))
+	require.NoError(t, err)
+	c.Close()
+	heldUnix.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 64)
+	n, err := heldUnix.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "x:1|c", string(buf[:n]))
+
+	// The relay's addresses are free again after each failure: one
+	// opened with all of them works.
+	held.Close()
+	heldUnix.Close()
+	r, err := NewRelay(RelayConfig{Listen: taken, Unix: sockPath, Retransmit: any, EndGrace: time.Millisecond,
+		Bus: publisher.Config{Group: newGroup()}})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+
+	// The client's retransmit port.
+	held2, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(any))
+	require.NoError(t, err)
+	defer held2.Close()
+	_, err = NewClient(ClientConfig{Bus: publisher.Config{Group: newGroup()}, Retransmit: held2.LocalAddr().(*net.UDPAddr).AddrPort()})
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
+	var le *ListenError
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, "retransmit", le.What)
+}
+
+// TestRelayRefusesReservedNames: a client cannot forge or cancel the
+// relay's own counters: names under SelfPrefix are refused and counted,
+// as are pre-aggregated sums that would overflow.
+func TestRelayRefusesReservedNames(t *testing.T) {
+	netlab.Require(t)
+	r, err := NewRelay(RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), SelfInterval: -1, EndGrace: time.Millisecond,
+		PreAggregate: time.Hour, Bus: publisher.Config{Group: newGroup()}})
+	require.NoError(t, err)
+	defer r.Close()
+	lr := r.newLineReader()
+	lr.datagram([]byte(SelfPrefix+"relay.kernel_drops:-5|c\n"+SelfPrefix+"x:1|g\nok:1e308|c\nok:1e308|c\nok:1|c\n"), false)
+	st := r.Stats()
+	require.Equal(t, uint64(2), st.Bad[ReasonReservedName])
+	require.Equal(t, uint64(1), st.Bad[ReasonNaNInf])
+	require.Equal(t, uint64(2), st.Metrics)
+
+	cl, err := NewClient(ClientConfig{Bus: publisher.Config{Group: newGroup()}})
+	require.NoError(t, err)
+	defer cl.Close()
+	require.ErrorIs(t, cl.Count(SelfPrefix+"relay.datagrams", 1), ErrBadLine)
 }
