@@ -42,7 +42,7 @@ const globalUsage = `Global flags (any command, anywhere before "--"):
   --log-format text|json   log lines on stderr as text (default) or JSON
   --log-level LEVEL        debug, info (default), warn or error
   --counters=false         keep no counters file (mdbus stat cannot see the process)
-  --counters-dir DIR       directory of counters files (default $MDBUS_COUNTERS_DIR or /dev/shm/mdbus)
+  --counters-dir DIR       directory of counters files (default $MDBUS_COUNTERS_DIR or /dev/shm/mdbus-UID, private)
   --metrics ADDR           serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9464) at /metrics
 `
 
@@ -51,7 +51,7 @@ const globalUsage = `Global flags (any command, anywhere before "--"):
 func parseGlobals(args []string) (globals, []string, error) {
 	g := globals{logFormat: "text", logLevel: "info", counters: true, countersDir: os.Getenv("MDBUS_COUNTERS_DIR")}
 	if g.countersDir == "" {
-		g.countersDir = counters.DefaultDir
+		g.countersDir = counters.DefaultDir()
 	}
 	var rest []string
 	for i := 0; i < len(args); i++ {

@@ -16,10 +16,10 @@ func TestParseGlobals(t *testing.T) {
 		want       globals
 	}{
 		{[]string{"--group", "x", "--stats", "1s"}, []string{"--group", "x", "--stats", "1s"},
-			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: counters.DefaultDir}},
+			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: counters.DefaultDir()}},
 		{[]string{"--log-format", "json", "sub", "--log-level=debug", "--counters=false", "--metrics", ":9464", "--", "--log-format"},
 			[]string{"sub", "--", "--log-format"},
-			globals{logFormat: "json", logLevel: "debug", counters: false, countersDir: counters.DefaultDir, metrics: ":9464"}},
+			globals{logFormat: "json", logLevel: "debug", counters: false, countersDir: counters.DefaultDir(), metrics: ":9464"}},
 		{[]string{"-counters-dir", "/tmp/x", "-counters"}, nil,
 			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: "/tmp/x"}},
 	} {
