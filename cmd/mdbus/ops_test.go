@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +82,26 @@ func TestStatViewStaleAndLive(t *testing.T) {
 func TestHuman(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999: "999", 12.5: "12.5", 12345: "12.3k", 1234567: "1.23M", 4.56e9: "4.56G", -20000: "-20.0k"} {
 		require.Equal(t, want, human(v), v)
+	}
+}
+
+// TestMetricsLoopbackByDefault: --metrics PORT and --metrics :PORT
+// listen on 127.0.0.1 only (":PORT" listened on every address); an
+// address given explicitly is kept.
+func TestMetricsLoopbackByDefault(t *testing.T) {
+	for in, want := range map[string]string{"9464": "127.0.0.1:9464", ":9464": "127.0.0.1:9464",
+		"0.0.0.0:9464": "0.0.0.0:9464", "[::]:9464": "[::]:9464", "[::1]:9464": "[::1]:9464", "localhost:1": "localhost:1"} {
+		require.Equal(t, want, metricsAddr(in), in)
+	}
+	saved, savedLog := env.globals, env.log
+	t.Cleanup(func() { env.globals, env.log = saved, savedLog })
+	env.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, m := range []string{":0", "0"} {
+		env.globals = globals{counters: false, metrics: m}
+		o, err := startOps("test")
+		require.NoError(t, err, m)
+		got := o.metrics.(*net.TCPAddr)
+		o.Close()
+		require.True(t, got.IP.IsLoopback(), "--metrics %s listened on %v", m, got)
 	}
 }
