@@ -57,10 +57,9 @@ func TestStatViewStaleAndLive(t *testing.T) {
 	f.Add(counters.StreamNextSeq, counters.Free, "", "sub/S1@127.0.0.1:5").Set(1001)
 	f.Add(counters.StreamMessages, counters.Free, "", "sub/S1@127.0.0.1:5").Set(1000)
 	f.SampleNow()
-	sv := &statViewer{dir: dir, clean: true, readers: map[string]*counters.Reader{},
-		prev: map[string]map[string]int64{}, prevAt: map[string]time.Time{}}
+	sv := newStatViewer(dir, false, true)
 	defer sv.close()
-	procs, err := sv.view()
+	_, procs, err := sv.view()
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
 	require.Equal(t, "live", procs[0].State)
@@ -68,14 +67,14 @@ func TestStatViewStaleAndLive(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	f.Add(counters.KindCustom, counters.Gauge, "x", "sub") // a new slot shows too
 	f.SampleNow()
-	procs, err = sv.view()
+	dirs, procs, err := sv.view()
 	require.NoError(t, err)
 	var b bytes.Buffer
-	renderStat(&b, dir, procs)
+	renderFull(&b, dir, dirs, procs)
 	s := b.String()
 	require.Contains(t, s, "sub  pid")
 	require.Contains(t, s, "subscriber_messages_total 1000 (0/s)")
-	require.Regexp(t, `sub/S1@127\.0\.0\.1:5 +1001 +1000 `, s)
+	require.Regexp(t, `sub/S1@127\.0\.0\.1:5 +1001 +- +1000 `, s)
 	require.True(t, strings.Contains(s, "x 0"), s)
 }
 

@@ -298,7 +298,7 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 			}
 			sum := p.records("summary")[0]
 			for key, k := range map[string]counters.Kind{"messages": counters.SubMessages, "bytes": counters.SubBytes,
-				"duplicates": counters.SubDuplicates, "gaps": counters.SubGaps, "naks": counters.SubNAKs,
+				"duplicates": counters.SubDupDropped, "gaps": counters.SubGaps, "naks": counters.SubNAKs,
 				"repairs": counters.SubRepairs, "recovered": counters.SubRecovered, "lost": counters.SubLost} {
 				require.Equal(t, num(t, sum, key), mustValue(t, s, "sub", k, ""), "%s %s", p.name, key)
 			}
