@@ -439,3 +439,18 @@ func TestNameParts(t *testing.T) {
 		require.Equal(t, want.pid, p, name)
 	}
 }
+
+func TestAttachLatency(t *testing.T) {
+	f := create(t, Config{Interval: -1})
+	var d time.Duration
+	AttachLatency(f, "sub", func() (time.Duration, bool) { return d, d > 0 })
+	f.SampleNow()
+	require.Empty(t, f.Snapshot().Values, "no slot before the first measurement")
+	d = 1500 * time.Microsecond
+	f.SampleNow()
+	m := byLabel(f.Snapshot())
+	require.Equal(t, int64(1500), m["sub|subscriber_latency_p99_seconds|"].Value)
+	var b bytes.Buffer
+	require.NoError(t, WritePrometheus(&b, f.Snapshot()))
+	require.Contains(t, b.String(), `mdbus_subscriber_latency_p99_seconds{role="mdbus",owner="sub"} 0.0015`)
+}

@@ -40,7 +40,7 @@ const (
 	SubStreams     Kind = 33 // gauge
 	SubHeartbeats  Kind = 34
 	SubFailovers   Kind = 35 // retransmitters left for the next (subscriber.Config.Backups)
-	SubLatencyP99  Kind = 36 // gauge, µs: one-way latency p99 of stamped messages since start (AttachLatency)
+	SubLatencyP99  Kind = 36 // gauge, µs: one-way latency p99 of stamped messages over the role's last interval (AttachLatency)
 
 	// Subscriber, per stream (owner "NAME/SESSION@SOURCE").
 	StreamNextSeq     Kind = 40 // gauge
@@ -104,7 +104,7 @@ var kinds = map[Kind]kindInfo{
 	SubStreams:     {"subscriber_streams", "", "streams known", Gauge, 0},
 	SubHeartbeats:  {"subscriber_heartbeats_total", "", "heartbeats received", Counter, 0},
 	SubFailovers:   {"subscriber_failovers_total", "", "retransmitters left for the next because they did not answer", Counter, 0},
-	SubLatencyP99:  {"subscriber_latency_p99_seconds", "", "one-way latency of stamped messages since start, 99th percentile (the slot holds µs)", Gauge, 1e-6},
+	SubLatencyP99:  {"subscriber_latency_p99_seconds", "", "one-way latency of stamped messages over the role's last stats interval, 99th percentile (the slot holds µs)", Gauge, 1e-6},
 
 	StreamNextSeq:     {"stream_next_sequence", "", "next sequence to deliver", Gauge, 0},
 	StreamMessages:    {"stream_messages_total", "", "messages delivered", Counter, 0},

@@ -146,7 +146,9 @@ func streamState(x subscriber.StreamStats) StreamStateValue {
 
 // AttachLatency samples a one-way latency p99 (ok false: none measured
 // yet) into a SubLatencyP99 slot owned by name, added at the first
-// measurement.
+// measurement. p99 runs on the sampling goroutine ten times a second: it
+// should return a figure the role already computed (mdbus sub: its last
+// --stats interval), not compute percentiles under the role's lock.
 func AttachLatency(f *File, name string, p99 func() (time.Duration, bool)) {
 	var s *Slot
 	f.Sample(func(time.Time) {
