@@ -389,7 +389,10 @@ func runStat(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if *window > 0 { // a first sample, so that the first view has rates
-		if _, ok := next(); !ok {
+		sv.clean = false // the view shown reports what it removes
+		_, ok := next()
+		sv.clean = *clean
+		if !ok {
 			return nil
 		}
 		select {
@@ -508,7 +511,7 @@ func renderStat(w io.Writer, where string, dirs []statDir, procs []statProc, all
 		}
 		rate := "-"
 		if r, ok := procRate(p); ok {
-			rate = human(r)
+			rate = optHuman(&r)
 		}
 		detail := procDetail(p)
 		if cmd := cmds[p.Path]; cmd != "" {
