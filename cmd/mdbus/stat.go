@@ -262,11 +262,25 @@ func (sv *statViewer) read(p *statProc) {
 // values, with the lag against the next sequence of the publisher of the
 // stream's session where a publisher in view names it.
 func summarizeStreams(procs []statProc) {
-	pubNext := map[string]int64{} // session -> next sequence
+	// The publisher's next sequence, moved to each subscriber's sampling
+	// time at the publisher's rate: two files are sampled up to an
+	// interval apart, which at 20k msgs/s is 2,000 sequences.
+	type pubSeq struct {
+		next    int64
+		rate    float64
+		sampled time.Time
+	}
+	pubNext := map[string]pubSeq{} // session -> publisher
 	for _, p := range procs {
+		var rate float64
+		for _, v := range p.Values {
+			if counters.Kind(v.Kind) == counters.PubPublished && v.Rate != nil {
+				rate = *v.Rate
+			}
+		}
 		for _, v := range p.Values {
 			if counters.Kind(v.Kind) == counters.PubNextSeq && v.Label != "" {
-				pubNext[v.Label] = v.Value
+				pubNext[v.Label] = pubSeq{v.Value, rate, p.Sampled}
 			}
 		}
 	}
@@ -310,7 +324,11 @@ func summarizeStreams(procs []statProc) {
 		}
 		for _, s := range byOwner {
 			session, _, _ := strings.Cut(s.Stream, "@")
-			if next, ok := pubNext[session]; ok {
+			if pub, ok := pubNext[session]; ok {
+				next := pub.next
+				if !pub.sampled.IsZero() && !p.Sampled.IsZero() {
+					next += int64(pub.rate * p.Sampled.Sub(pub.sampled).Seconds())
+				}
 				lag := max(next-s.Next, 0)
 				s.Lag, s.LagFrom = &lag, "publisher"
 			} else if h, ok := horizon[s.Owner]; ok && h > 0 {
