@@ -119,6 +119,7 @@ type statDir struct {
 type statViewer struct {
 	dir      string
 	allUsers bool
+	prefix   string // of every user's directory, with allUsers
 	clean    bool
 	readers  map[string]*counters.Reader
 	prev     map[string]map[string]int64 // path -> value key -> value
@@ -126,7 +127,7 @@ type statViewer struct {
 }
 
 func newStatViewer(dir string, allUsers, clean bool) *statViewer {
-	return &statViewer{dir: dir, allUsers: allUsers, clean: clean, readers: map[string]*counters.Reader{},
+	return &statViewer{dir: dir, allUsers: allUsers, prefix: counters.DirPrefix, clean: clean, readers: map[string]*counters.Reader{},
 		prev: map[string]map[string]int64{}, prevAt: map[string]time.Time{}}
 }
 
@@ -142,7 +143,7 @@ func (sv *statViewer) dirs() ([]string, error) {
 	if !sv.allUsers {
 		return []string{sv.dir}, nil
 	}
-	m, err := filepath.Glob(counters.DirPrefix + "*")
+	m, err := filepath.Glob(sv.prefix + "*")
 	if err != nil {
 		return nil, err
 	}
@@ -492,7 +493,7 @@ func renderStat(w io.Writer, where string, dirs []statDir, procs []statProc, all
 	line("%s  %s", title, termSafe(where)) // the path last: clipped first
 	for _, d := range dirs {
 		if d.Error != "" {
-			line("! %s", termSafe(d.Error))
+			fmt.Fprintf(w, "! %s\n", termSafe(d.Error)) // whole: what to do is at its end
 		}
 	}
 	if len(procs) == 0 {

@@ -308,3 +308,39 @@ func TestShortCmdline(t *testing.T) {
 		shortCmdline("/x/mdbus --log-format json --counters-dir /tmp/c --metrics=:0 --counters sub --group g --loss 0.02"))
 	require.Equal(t, "", shortCmdline(""))
 }
+
+// TestStatAllUsers: with --all-users every user's directory is read and
+// each process line names its user; a directory named for one user but
+// owned by another is reported, not read.
+func TestStatAllUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make another user's directory")
+	}
+	tmp := t.TempDir()
+	mine := filepath.Join(tmp, fmt.Sprintf("mdbus-%d", os.Geteuid()))
+	f, err := counters.Create(counters.Config{Dir: mine, Role: "pub", Interval: -1})
+	require.NoError(t, err)
+	defer f.Close()
+	f.SampleNow()
+	theirs := filepath.Join(tmp, "mdbus-424242")
+	require.NoError(t, os.Mkdir(theirs, 0o700))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(theirs, "sub-7.ctr"), 0o600))
+	require.NoError(t, os.Chown(filepath.Join(theirs, "sub-7.ctr"), 424242, 424242))
+	require.NoError(t, os.Chown(theirs, 424242, 424242))
+	squatted := filepath.Join(tmp, "mdbus-424243") // made by root for uid 424243
+	require.NoError(t, os.Mkdir(squatted, 0o700))
+
+	sv := newStatViewer("", true, false)
+	sv.prefix = filepath.Join(tmp, "mdbus-")
+	defer sv.close()
+	dirs, procs, err := sv.view()
+	require.NoError(t, err)
+	var b bytes.Buffer
+	renderStat(&b, sv.prefix+"*", dirs, procs, true)
+	out := b.String()
+	t.Logf("\n%s", out)
+	require.Regexp(t, `(?m)^ROLE +PID USER +STATE`, out)
+	require.Regexp(t, `(?m)^pub +\d+ root +running `, out)
+	require.Regexp(t, `(?m)^sub +7 uid 424… skipped +counters: not a regular file: a FIFO`, out)
+	require.Regexp(t, `(?m)^! counters: directory not private: .*mdbus-424243 belongs to root, not to uid 424243`, out)
+}
