@@ -344,3 +344,22 @@ func TestStatAllUsers(t *testing.T) {
 	require.Regexp(t, `(?m)^sub +7 uid 424… skipped +counters: not a regular file: a FIFO`, out)
 	require.Regexp(t, `(?m)^! counters: directory not private: .*mdbus-424243 belongs to root, not to uid 424243`, out)
 }
+
+// FuzzTermSafe: whatever a file holds, what termSafe returns has no rune
+// a terminal acts on, and is valid UTF-8.
+func FuzzTermSafe(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x1b]0;t\x07", "\xff\xfe", "\u202e\u2028", "\x9b", "é\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := termSafe(s)
+		if !utf8.ValidString(out) {
+			t.Fatalf("%q: invalid UTF-8 %q", s, out)
+		}
+		for _, r := range out {
+			if unsafeRune(r) {
+				t.Fatalf("%q: %U in %q", s, r, out)
+			}
+		}
+	})
+}
