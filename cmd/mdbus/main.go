@@ -3,7 +3,7 @@
 // look at the running processes (stat).
 //
 // Every long-running command keeps its counters in a file under
-// /dev/shm/mdbus that "mdbus stat" reads live (tools/counters), serves
+// /dev/shm/mdbus-UID (private to the user) that "mdbus stat" reads live (tools/counters), serves
 // them to Prometheus with --metrics ADDR, logs through log/slog
 // (--log-format, --log-level; repeated records rate limited by
 // internal/logx), and ends cleanly on SIGINT or SIGTERM: flush, end of

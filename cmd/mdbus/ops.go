@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +43,10 @@ const globalUsage = `Global flags (any command, anywhere before "--"):
   --log-format text|json   log lines on stderr as text (default) or JSON
   --log-level LEVEL        debug, info (default), warn or error
   --counters=false         keep no counters file (mdbus stat cannot see the process)
-  --counters-dir DIR       directory of counters files (default $MDBUS_COUNTERS_DIR or /dev/shm/mdbus)
-  --metrics ADDR           serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9464) at /metrics
+  --counters-dir DIR       directory of counters files (default $MDBUS_COUNTERS_DIR or /dev/shm/mdbus-UID, private)
+  --metrics [HOST]:PORT    serve Prometheus metrics at http://HOST:PORT/metrics; PORT or :PORT alone
+                           listens on loopback (127.0.0.1) only: name the address to expose it
+                           (0.0.0.0:9464 every IPv4 address, [::]:9464 every address)
 `
 
 // parseGlobals takes the global flags out of args (a command's
@@ -51,7 +54,7 @@ const globalUsage = `Global flags (any command, anywhere before "--"):
 func parseGlobals(args []string) (globals, []string, error) {
 	g := globals{logFormat: "text", logLevel: "info", counters: true, countersDir: os.Getenv("MDBUS_COUNTERS_DIR")}
 	if g.countersDir == "" {
-		g.countersDir = counters.DefaultDir
+		g.countersDir = counters.DefaultDir()
 	}
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -125,6 +128,24 @@ type roleOps struct {
 	ctr  *counters.File
 	srv  *http.Server
 	done chan struct{}
+	// metrics is the address --metrics listens on, nil without it.
+	metrics net.Addr
+}
+
+// metricsAddr is the address --metrics listens on: "PORT" and ":PORT"
+// mean loopback, so that counters are not served to the network unless
+// an address says so; anything else is used as given.
+func metricsAddr(s string) string {
+	if s == "" {
+		return s
+	}
+	if strings.HasPrefix(s, ":") {
+		return "127.0.0.1" + s
+	}
+	if _, err := strconv.ParseUint(s, 10, 16); err == nil {
+		return "127.0.0.1:" + s
+	}
+	return s
 }
 
 // startOps creates the counters file of role and starts --metrics. Close
@@ -147,11 +168,12 @@ func startOps(role string) (*roleOps, error) {
 		env.log.Debug("counters file", "path", p)
 	}
 	if env.metrics != "" {
-		ln, err := net.Listen("tcp", env.metrics)
+		ln, err := net.Listen("tcp", metricsAddr(env.metrics))
 		if err != nil {
 			o.ctr.Close()
 			return nil, fmt.Errorf("--metrics %s: %w (pick a free address:port, e.g. 127.0.0.1:9464)", env.metrics, err)
 		}
+		o.metrics = ln.Addr()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", counters.Handler(o.ctr))
 		o.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +19,10 @@ func TestParseGlobals(t *testing.T) {
 		want       globals
 	}{
 		{[]string{"--group", "x", "--stats", "1s"}, []string{"--group", "x", "--stats", "1s"},
-			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: counters.DefaultDir}},
+			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: counters.DefaultDir()}},
 		{[]string{"--log-format", "json", "sub", "--log-level=debug", "--counters=false", "--metrics", ":9464", "--", "--log-format"},
 			[]string{"sub", "--", "--log-format"},
-			globals{logFormat: "json", logLevel: "debug", counters: false, countersDir: counters.DefaultDir, metrics: ":9464"}},
+			globals{logFormat: "json", logLevel: "debug", counters: false, countersDir: counters.DefaultDir(), metrics: ":9464"}},
 		{[]string{"-counters-dir", "/tmp/x", "-counters"}, nil,
 			globals{logFormat: "text", logLevel: "info", counters: true, countersDir: "/tmp/x"}},
 	} {
@@ -54,10 +57,9 @@ func TestStatViewStaleAndLive(t *testing.T) {
 	f.Add(counters.StreamNextSeq, counters.Free, "", "sub/S1@127.0.0.1:5").Set(1001)
 	f.Add(counters.StreamMessages, counters.Free, "", "sub/S1@127.0.0.1:5").Set(1000)
 	f.SampleNow()
-	sv := &statViewer{dir: dir, clean: true, readers: map[string]*counters.Reader{},
-		prev: map[string]map[string]int64{}, prevAt: map[string]time.Time{}}
+	sv := newStatViewer(dir, false, true)
 	defer sv.close()
-	procs, err := sv.view()
+	_, procs, err := sv.view()
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
 	require.Equal(t, "live", procs[0].State)
@@ -65,19 +67,40 @@ func TestStatViewStaleAndLive(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	f.Add(counters.KindCustom, counters.Gauge, "x", "sub") // a new slot shows too
 	f.SampleNow()
-	procs, err = sv.view()
+	dirs, procs, err := sv.view()
 	require.NoError(t, err)
 	var b bytes.Buffer
-	renderStat(&b, dir, procs)
+	renderFull(&b, dir, dirs, procs)
 	s := b.String()
 	require.Contains(t, s, "sub  pid")
 	require.Contains(t, s, "subscriber_messages_total 1000 (0/s)")
-	require.Regexp(t, `sub/S1@127\.0\.0\.1:5 +1001 +1000 `, s)
+	require.Regexp(t, `sub/S1@127\.0\.0\.1:5 +1001 +- +1000 `, s)
 	require.True(t, strings.Contains(s, "x 0"), s)
 }
 
 func TestHuman(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999: "999", 12.5: "12.5", 12345: "12.3k", 1234567: "1.23M", 4.56e9: "4.56G", -20000: "-20.0k"} {
 		require.Equal(t, want, human(v), v)
+	}
+}
+
+// TestMetricsLoopbackByDefault: --metrics PORT and --metrics :PORT
+// listen on 127.0.0.1 only (":PORT" listened on every address); an
+// address given explicitly is kept.
+func TestMetricsLoopbackByDefault(t *testing.T) {
+	for in, want := range map[string]string{"9464": "127.0.0.1:9464", ":9464": "127.0.0.1:9464",
+		"0.0.0.0:9464": "0.0.0.0:9464", "[::]:9464": "[::]:9464", "[::1]:9464": "[::1]:9464", "localhost:1": "localhost:1"} {
+		require.Equal(t, want, metricsAddr(in), in)
+	}
+	saved, savedLog := env.globals, env.log
+	t.Cleanup(func() { env.globals, env.log = saved, savedLog })
+	env.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, m := range []string{":0", "0"} {
+		env.globals = globals{counters: false, metrics: m}
+		o, err := startOps("test")
+		require.NoError(t, err, m)
+		got := o.metrics.(*net.TCPAddr)
+		o.Close()
+		require.True(t, got.IP.IsLoopback(), "--metrics %s listened on %v", m, got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -164,6 +165,13 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 	defer ops.Close()
 	counters.AttachSubscriberFuncs(ops.Counters(), "sub", feedStats, feedStreams)
+	var latP99 atomic.Value // oneway.Summary of the last --stats interval, for mdbus stat
+	if lat != nil {
+		counters.AttachLatency(ops.Counters(), "sub", func() (time.Duration, bool) {
+			iv, ok := latP99.Load().(oneway.Summary)
+			return iv.P99, ok && iv.Count > 0
+		})
+	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); watchDrops(wctx, "sub", feedStats, time.Second) }()
@@ -212,7 +220,9 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 				time.Now().Format("15:04:05"), st.Messages, st.Messages-last.Messages, st.Packets, st.Bytes,
 				st.Duplicates, st.Gaps, st.NAKs, st.Retries, st.Confirms, st.Recovered, st.LostMessages, st.RecoveryP50, st.RecoveryP99, st.KernelDrops, streams)
 			if lat != nil {
-				fmt.Fprintf(out, " | one-way %s", lat.Interval())
+				iv := lat.Interval()
+				latP99.Store(iv)
+				fmt.Fprintf(out, " | one-way %s", iv)
 			}
 			out.WriteByte('\n')
 			out.Flush()

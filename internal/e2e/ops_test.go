@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 import (
@@ -298,7 +300,7 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 			}
 			sum := p.records("summary")[0]
 			for key, k := range map[string]counters.Kind{"messages": counters.SubMessages, "bytes": counters.SubBytes,
-				"duplicates": counters.SubDuplicates, "gaps": counters.SubGaps, "naks": counters.SubNAKs,
+				"duplicates": counters.SubDupDropped, "gaps": counters.SubGaps, "naks": counters.SubNAKs,
 				"repairs": counters.SubRepairs, "recovered": counters.SubRecovered, "lost": counters.SubLost} {
 				require.Equal(t, num(t, sum, key), mustValue(t, s, "sub", k, ""), "%s %s", p.name, key)
 			}
@@ -546,4 +548,46 @@ func TestOpsMetricsOtherRoles(t *testing.T) {
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, p.wait(t, 30*time.Second), p.name)
 	}
+}
+
+// TestOpsStatHostileDir is acceptance 4 of issue 18, run as an operator
+// would: a FIFO and a link named like counters files are listed as
+// skipped by `mdbus stat --once` within a second (the FIFO blocked it
+// for good, beyond SIGTERM), and SIGTERM ends the live view.
+func TestOpsStatHostileDir(t *testing.T) {
+	_, bin, ctr := opsLab(t)
+	pub := startMdbus(t, bin, ctr, "pub", "pub", "--group", "239.192.78.3:31783", "--synthetic", "--rate", "1000", "--duration", "60s")
+	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 1; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "no counters file")
+	}
+	require.NoError(t, syscall.Mkfifo(filepath.Join(ctr, "sub-1.ctr"), 0o600))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(ctr, "sub-2.ctr")))
+	// Whatever happens, a stuck reader is released when the test ends.
+	t.Cleanup(func() {
+		if w, err := os.OpenFile(filepath.Join(ctr, "sub-1.ctr"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+
+	once := newMdbus(bin, ctr, "stat-once", "stat", "--once", "--dir", ctr)
+	start := time.Now()
+	once.start(t)
+	require.Equal(t, 0, once.wait(t, 5*time.Second))
+	took := time.Since(start)
+	out := once.out()
+	t.Logf("mdbus stat --once (%v):\n%s", took, out)
+	require.Less(t, took, time.Second+300*time.Millisecond, "--once samples for 200 ms; the rest is start-up")
+	require.Regexp(t, `(?m)^pub +\d+ running `, out)
+	require.Regexp(t, `(?m)^sub +1 skipped +counters: not a regular file: a FIFO`, out)
+	require.Regexp(t, `(?m)^sub +2 skipped +counters: not a regular file: a symbolic link`, out)
+
+	live := newMdbus(bin, ctr, "stat-live", "stat", "--interval", "100ms", "--dir", ctr)
+	live.start(t)
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, live.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, live.wait(t, time.Second), "SIGTERM ends the live view")
+	require.Contains(t, live.out(), "skipped")
+
+	require.NoError(t, pub.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, pub.wait(t, 20*time.Second))
 }

@@ -1,13 +1,17 @@
+//go:build unix
+
 package counters
 
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,12 +211,182 @@ func TestConfigErrors(t *testing.T) {
 	require.ErrorContains(t, err, "--counters-dir")
 }
 
-func TestSharedDir(t *testing.T) {
+func TestPrivateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shm", "mdbus")
-	create(t, Config{Dir: dir, Interval: -1})
+	f := create(t, Config{Dir: dir, Interval: -1})
 	fi, err := os.Stat(dir)
 	require.NoError(t, err)
-	require.Equal(t, os.ModeDir|os.ModeSticky|0o777, fi.Mode(), "any user may add a file, none remove another's")
+	require.Equal(t, os.ModeDir|0o700, fi.Mode(), "only this user may list, add or replace files")
+	fi, err = os.Stat(f.Path())
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode())
+
+	// A directory others may write to (as /dev/shm/mdbus was, 1777) is
+	// refused by writers and readers alike.
+	shared := filepath.Join(t.TempDir(), "shared")
+	require.NoError(t, os.Mkdir(shared, 0o755))
+	require.NoError(t, os.Chmod(shared, 0o777|os.ModeSticky))
+	_, err = Create(Config{Dir: shared, Interval: -1})
+	require.ErrorIs(t, err, ErrNotPrivate)
+	require.ErrorContains(t, err, "--counters-dir")
+	_, err = Scan(shared)
+	require.ErrorIs(t, err, ErrNotPrivate)
+
+	// A link in place of the directory.
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(dir, link))
+	_, err = Create(Config{Dir: link, Interval: -1})
+	require.ErrorIs(t, err, ErrNotPrivate)
+	_, err = Scan(link)
+	require.ErrorIs(t, err, ErrNotPrivate)
+
+	// A directory named for another user: someone made it first.
+	other := filepath.Join(t.TempDir(), fmt.Sprintf("mdbus-%d", os.Geteuid()+1))
+	require.NoError(t, os.Mkdir(other, 0o700))
+	_, err = Create(Config{Dir: other, Interval: -1})
+	require.ErrorIs(t, err, ErrNotPrivate)
+	_, err = Scan(other)
+	require.ErrorIs(t, err, ErrNotPrivate)
+
+	// A directory of another user (testable as root): writers refuse it.
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(t.TempDir(), "theirs")
+		require.NoError(t, os.Mkdir(theirs, 0o700))
+		if err := os.Chown(theirs, 4242, 4242); err != nil {
+			t.Logf("chown not possible here (%v): foreign directory not tested", err)
+			return
+		}
+		_, err = Create(Config{Dir: theirs, Interval: -1})
+		require.ErrorIs(t, err, ErrNotPrivate)
+		_, err = Scan(theirs) // root reads every user's directory
+		require.NoError(t, err)
+	}
+}
+
+func TestDefaultDir(t *testing.T) {
+	require.Equal(t, fmt.Sprintf("/dev/shm/mdbus-%d", os.Geteuid()), DefaultDir())
+	u, ok := DirOwner(DefaultDir())
+	require.True(t, ok)
+	require.Equal(t, os.Geteuid(), u)
+	for _, bad := range []string{"/dev/shm/mdbus", "/dev/shm/mdbus-", "/x/mdbus-01", "/x/mdbus-1a", "/x/mdbus--1"} {
+		_, ok := DirOwner(bad)
+		require.False(t, ok, bad)
+	}
+}
+
+// TestScanHostileFiles: what another program puts in the directory
+// under a counters file's name is listed as skipped, at once, and never
+// read: a FIFO (which blocked Scan for good), a link to a real file, a
+// directory, a device; a file of another owner (root can make one); a
+// file naming a live process of another user.
+func TestScanHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	real := create(t, Config{Dir: dir, Role: "pub", Interval: -1})
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "sub-1.ctr"), 0o600))
+	require.NoError(t, os.Symlink(real.Path(), filepath.Join(dir, "sub-2.ctr")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub-3.ctr"), 0o700))
+	want := map[string]string{
+		filepath.Base(real.Path()): "live",
+		"sub-1.ctr":                "skipped: FIFO",
+		"sub-2.ctr":                "skipped: symbolic link",
+		"sub-3.ctr":                "skipped: directory",
+	}
+	if os.Geteuid() == 0 {
+		if err := syscall.Mknod(filepath.Join(dir, "sub-4.ctr"), syscall.S_IFCHR|0o600, 0x0103); err == nil { // /dev/null's numbers
+			want["sub-4.ctr"] = "skipped: character device"
+		}
+		theirs := create(t, Config{Dir: dir, Role: "rewind", Interval: -1})
+		if err := os.Chown(theirs.Path(), 4242, 4242); err == nil {
+			want[filepath.Base(theirs.Path())] = "skipped: belongs to"
+		}
+	}
+	// A file whose header names a live process of another user: pid 1
+	// (root's) for a user, this process (root's) in a directory of
+	// another user for root.
+	fake := create(t, Config{Dir: dir, Role: "sub", Interval: -1})
+	if os.Geteuid() != 0 {
+		ticks, err := StartTicks(1)
+		if err == nil {
+			le.PutUint64(fake.mem[offPID:], 1)
+			le.PutUint64(fake.mem[offStartTicks:], ticks)
+			require.NoError(t, os.Rename(fake.Path(), filepath.Join(dir, "sub-5.ctr")))
+			want["sub-5.ctr"] = "skipped: pid 1 runs as"
+		}
+	} else if err := os.Chown(fake.Path(), 4242, 4242); err == nil {
+		fdir := filepath.Join(t.TempDir(), "theirs")
+		require.NoError(t, os.Mkdir(fdir, 0o700))
+		require.NoError(t, os.Chown(fdir, 4242, 4242))
+		require.NoError(t, os.Rename(fake.Path(), filepath.Join(fdir, "sub-5.ctr")))
+		es := scanWithin(t, fdir)
+		require.Len(t, es, 1)
+		require.Equal(t, Skipped, es[0].State)
+		require.ErrorIs(t, es[0].Err, ErrForeign)
+		require.ErrorContains(t, es[0].Err, fmt.Sprintf("pid %d runs as", os.Getpid()))
+		require.Equal(t, 4242, es[0].Owner)
+	}
+
+	es := scanWithin(t, dir)
+	got := map[string]string{}
+	for _, e := range es {
+		s := e.State.String()
+		if e.Err != nil {
+			s += ": " + e.Err.Error()
+		}
+		got[filepath.Base(e.Path)] = s
+	}
+	require.Len(t, got, len(want), "%v", got)
+	for name, w := range want {
+		state, detail, _ := strings.Cut(w, ": ")
+		require.True(t, strings.HasPrefix(got[name], state), "%s: %s", name, got[name])
+		require.Contains(t, got[name], detail, name)
+	}
+	for _, e := range es {
+		if e.State == Skipped && !strings.Contains(e.Err.Error(), "runs as") && !strings.Contains(e.Err.Error(), "belongs to") {
+			require.ErrorIs(t, e.Err, ErrNotRegular, e.Path)
+		}
+	}
+
+	// Open refuses the same files, without blocking either.
+	done := make(chan error, 1)
+	go func() { _, err := Open(filepath.Join(dir, "sub-1.ctr")); done <- err }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrNotRegular)
+	case <-time.After(time.Second):
+		t.Fatal("Open blocked on a FIFO")
+	}
+	_, err := Open(filepath.Join(dir, "sub-2.ctr"))
+	require.ErrorIs(t, err, ErrNotRegular)
+}
+
+// scanWithin scans dir and fails the test if that takes a second: a
+// FIFO used to block Scan for good.
+func scanWithin(t *testing.T, dir string) []Entry {
+	t.Helper()
+	type res struct {
+		es  []Entry
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { es, err := Scan(dir); ch <- res{es, err} }()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err)
+		return r.es
+	case <-time.After(time.Second):
+		// Unblock the stuck open (a writer on each FIFO) so the test ends.
+		fifos, _ := filepath.Glob(filepath.Join(dir, "*.ctr"))
+		for _, p := range fifos {
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+				if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+			}
+		}
+		<-ch
+		t.Fatal("Scan did not return within 1 s")
+		return nil
+	}
 }
 
 func TestOff(t *testing.T) {
@@ -266,4 +440,19 @@ func TestNameParts(t *testing.T) {
 		require.Equal(t, want.role, r, name)
 		require.Equal(t, want.pid, p, name)
 	}
+}
+
+func TestAttachLatency(t *testing.T) {
+	f := create(t, Config{Interval: -1})
+	var d time.Duration
+	AttachLatency(f, "sub", func() (time.Duration, bool) { return d, d > 0 })
+	f.SampleNow()
+	require.Empty(t, f.Snapshot().Values, "no slot before the first measurement")
+	d = 1500 * time.Microsecond
+	f.SampleNow()
+	m := byLabel(f.Snapshot())
+	require.Equal(t, int64(1500), m["sub|subscriber_latency_p99_seconds|"].Value)
+	var b bytes.Buffer
+	require.NoError(t, WritePrometheus(&b, f.Snapshot()))
+	require.Contains(t, b.String(), `mdbus_subscriber_latency_p99_seconds{role="mdbus",owner="sub"} 0.0015`)
 }

@@ -6,7 +6,8 @@
 //
 // # File format
 //
-// Little-endian, one file per process, DefaultDir/ROLE-PID.ctr (tmpfs):
+// Little-endian, one file per process, DIR/ROLE-PID.ctr, where DIR is
+// by default DefaultDir(), /dev/shm/mdbus-UID (tmpfs, one per user):
 //
 //	offset  size  header (HeaderSize = 4096 bytes, one page)
 //	     0     8  magic "MDBUSCTR"
@@ -38,6 +39,29 @@
 // A pid and a start time name a process uniquely: a file whose pid is gone,
 // or belongs to a process started at another time (a reused pid), is
 // stale, and Scan says so; Clean removes such files.
+//
+// # Trust: a private directory per user
+//
+// Each user's files live in a directory of their own, created mode 0700
+// (files 0600). A directory that others may write to (/dev/shm itself is
+// 1777, so anyone can create a name there first), that is a symbolic
+// link, that belongs to another user, or that is named DirPrefix+UID but
+// belongs to someone else, is refused by writers and readers alike
+// (ErrNotPrivate): its files could be planted or replaced.
+//
+// Readers trust nothing they find even there. Scan checks each name
+// before opening it and opens it without following links or blocking
+// (O_NOFOLLOW|O_NONBLOCK), then checks the open file again: a FIFO,
+// link, device, socket or directory, a file of another owner than the
+// directory's, or a file naming a live process that runs as another
+// user is listed as Skipped with the reason, never read. Strings in a
+// file (role, command line, labels, owners) are whatever its writer put
+// there: a program that prints them to a terminal escapes control
+// characters first, as mdbus stat does.
+//
+// Root reads every user's directory (Scan accepts any owner for root and
+// checks each file against its directory's owner): `mdbus stat
+// --all-users` shows every /dev/shm/mdbus-* at once.
 //
 // # Writing: sampled, not inline
 //
@@ -98,7 +122,7 @@
 //
 // Reading another process:
 //
-//	es, _ := counters.Scan(counters.DefaultDir)
+//	es, _ := counters.Scan(counters.DefaultDir())
 //	r, _ := counters.Open(es[0].Path)
 //	snap, _ := r.Snapshot()
 //

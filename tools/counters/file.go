@@ -11,10 +11,6 @@ import (
 	"time"
 )
 
-// DefaultDir is where counters files live unless Config.Dir says
-// otherwise: tmpfs, so values cost no disk I/O and vanish at reboot.
-const DefaultDir = "/dev/shm/mdbus"
-
 // Ext is the file name extension of counters files.
 const Ext = ".ctr"
 
@@ -22,11 +18,12 @@ const Ext = ".ctr"
 const DefaultInterval = 100 * time.Millisecond
 
 // Config of a counters file. The zero value is the default: a file under
-// DefaultDir named after the role and the process id, sampled every
+// DefaultDir() named after the role and the process id, sampled every
 // 100 ms.
 type Config struct {
-	// Dir is the directory of the file, created if missing (default
-	// DefaultDir).
+	// Dir is the directory of the file (default DefaultDir()), created
+	// mode 0700 if missing. It must belong to this user and be writable
+	// by nobody else (ErrNotPrivate otherwise).
 	Dir string
 	// Role names the process's role ("pub", "sub", "rewind"; default
 	// "mdbus"), in the file name and header. At most RoleLen bytes.
@@ -48,7 +45,7 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Dir == "" {
-		c.Dir = DefaultDir
+		c.Dir = DefaultDir()
 	}
 	if c.Role == "" {
 		c.Role = "mdbus"
@@ -106,12 +103,12 @@ func Create(cfg Config) (*File, error) {
 	if cfg.Off {
 		f.mem = alignedBytes(size)
 	} else {
-		if err := mkdirShared(cfg.Dir); err != nil {
+		if err := mkdirPrivate(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("counters: %w (set another directory with --counters-dir, or turn counters off with --counters=false)", err)
 		}
 		f.path = filepath.Join(cfg.Dir, fmt.Sprintf("%s-%d%s", cfg.Role, os.Getpid(), Ext))
 		os.Remove(f.path) // a file of an earlier process that had our pid
-		fd, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		fd, err := os.OpenFile(f.path, openCreateFlags, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("counters: %w (set another directory with --counters-dir, or turn counters off with --counters=false)", err)
 		}
@@ -132,19 +129,6 @@ func Create(cfg Config) (*File, error) {
 		go f.sampleLoop()
 	}
 	return f, nil
-}
-
-// mkdirShared creates dir, if missing, writable by every user and sticky
-// like /tmp (and /dev/shm itself): the first mdbus to run on a host must
-// not lock the others out, and nobody may delete another's file.
-func mkdirShared(dir string) error {
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return os.Chmod(dir, 0o777|os.ModeSticky)
 }
 
 func (f *File) writeHeader() {

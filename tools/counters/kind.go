@@ -20,7 +20,7 @@ const (
 	PubBytes      Kind = 4 // UDP payload bytes
 	PubHeartbeats Kind = 5
 	PubSendErrors Kind = 6
-	PubNextSeq    Kind = 7 // gauge
+	PubNextSeq    Kind = 7 // gauge; label: the session
 	PubQueueFull  Kind = 8
 
 	// Subscriber, all streams.
@@ -28,7 +28,7 @@ const (
 	SubPackets     Kind = 21
 	SubMessages    Kind = 22
 	SubBytes       Kind = 23
-	SubDuplicates  Kind = 24
+	SubDupDropped  Kind = 24 // duplicates dropped; the app never sees them
 	SubGaps        Kind = 25
 	SubNAKs        Kind = 26
 	SubRepairs     Kind = 27
@@ -40,6 +40,7 @@ const (
 	SubStreams     Kind = 33 // gauge
 	SubHeartbeats  Kind = 34
 	SubFailovers   Kind = 35 // retransmitters left for the next (subscriber.Config.Backups)
+	SubLatencyP99  Kind = 36 // gauge, µs: one-way latency p99 of stamped messages over the role's last interval (AttachLatency)
 
 	// Subscriber, per stream (owner "NAME/SESSION@SOURCE").
 	StreamNextSeq     Kind = 40 // gauge
@@ -50,10 +51,13 @@ const (
 	StreamRepairs     Kind = 45
 	StreamPending     Kind = 46 // gauge: messages being recovered
 	StreamLost        Kind = 47
-	StreamDuplicates  Kind = 48
+	StreamDupDropped  Kind = 48
 	StreamHeld        Kind = 49 // gauge: reorder buffer occupancy, packets
 	StreamProgressAge Kind = 50 // gauge, ms: since next, horizon or end last moved
 	StreamRecovered   Kind = 51
+	StreamHorizon     Kind = 52 // gauge: one past the highest sequence seen (heartbeats included)
+	StreamState       Kind = 53 // gauge: a StreamStateValue
+	StreamRecoveryP99 Kind = 54 // gauge, µs: time from finding a gap to filling it, p99
 
 	// Retransmitter (server) and its cache.
 	RetrRequests  Kind = 60 // label: verdict (answered, capped, partial, refused-REASON)
@@ -81,14 +85,14 @@ var kinds = map[Kind]kindInfo{
 	PubBytes:      {"publisher_bytes_total", "", "UDP payload bytes of data packets sent", Counter, 0},
 	PubHeartbeats: {"publisher_heartbeats_total", "", "heartbeats sent", Counter, 0},
 	PubSendErrors: {"publisher_send_errors_total", "", "packets the kernel refused", Counter, 0},
-	PubNextSeq:    {"publisher_next_sequence", "", "next sequence number to assign", Gauge, 0},
+	PubNextSeq:    {"publisher_next_sequence", "session", "next sequence number to assign", Gauge, 0},
 	PubQueueFull:  {"publisher_queue_full_total", "", "waits for a free send buffer", Counter, 0},
 
 	SubDatagrams:   {"subscriber_datagrams_total", "", "datagrams read from all sockets", Counter, 0},
 	SubPackets:     {"subscriber_packets_total", "", "datagrams that decoded as MoldUDP64", Counter, 0},
 	SubMessages:    {"subscriber_messages_total", "", "messages delivered", Counter, 0},
 	SubBytes:       {"subscriber_bytes_total", "", "message bytes delivered", Counter, 0},
-	SubDuplicates:  {"subscriber_duplicates_total", "", "duplicate messages dropped", Counter, 0},
+	SubDupDropped:  {"subscriber_dup_dropped_total", "", "duplicate messages dropped (received again; never delivered)", Counter, 0},
 	SubGaps:        {"subscriber_gaps_total", "", "gap ranges detected", Counter, 0},
 	SubNAKs:        {"subscriber_naks_total", "", "re-requests sent", Counter, 0},
 	SubRepairs:     {"subscriber_repairs_total", "", "repair packets that filled a gap", Counter, 0},
@@ -100,6 +104,7 @@ var kinds = map[Kind]kindInfo{
 	SubStreams:     {"subscriber_streams", "", "streams known", Gauge, 0},
 	SubHeartbeats:  {"subscriber_heartbeats_total", "", "heartbeats received", Counter, 0},
 	SubFailovers:   {"subscriber_failovers_total", "", "retransmitters left for the next because they did not answer", Counter, 0},
+	SubLatencyP99:  {"subscriber_latency_p99_seconds", "", "one-way latency of stamped messages over the role's last stats interval, 99th percentile (the slot holds µs)", Gauge, 1e-6},
 
 	StreamNextSeq:     {"stream_next_sequence", "", "next sequence to deliver", Gauge, 0},
 	StreamMessages:    {"stream_messages_total", "", "messages delivered", Counter, 0},
@@ -109,10 +114,13 @@ var kinds = map[Kind]kindInfo{
 	StreamRepairs:     {"stream_repairs_total", "", "repair packets that filled a gap", Counter, 0},
 	StreamPending:     {"stream_pending_messages", "", "messages being recovered now", Gauge, 0},
 	StreamLost:        {"stream_lost_total", "", "messages declared lost", Counter, 0},
-	StreamDuplicates:  {"stream_duplicates_total", "", "duplicate messages dropped", Counter, 0},
+	StreamDupDropped:  {"stream_dup_dropped_total", "", "duplicate messages dropped (received again; never delivered)", Counter, 0},
 	StreamHeld:        {"stream_reorder_held", "", "packets in the reorder buffer", Gauge, 0},
 	StreamProgressAge: {"stream_progress_age_seconds", "", "time since the stream's sequence state last moved (sampled; the slot holds ms)", Gauge, 1e-3},
 	StreamRecovered:   {"stream_recovered_total", "", "messages recovered after a gap", Counter, 0},
+	StreamHorizon:     {"stream_horizon_sequence", "", "one past the highest sequence seen or reported missing", Gauge, 0},
+	StreamState:       {"stream_state", "", "0 running, 1 ended, 2 stopped by a loss, 3 replaced by a newer incarnation", Gauge, 0},
+	StreamRecoveryP99: {"stream_recovery_p99_seconds", "", "time from finding a gap to filling it, 99th percentile (the slot holds µs)", Gauge, 1e-6},
 
 	RetrRequests:  {"retransmit_requests_total", "verdict", "re-requests by verdict", Counter, 0},
 	RetrPackets:   {"retransmit_packets_total", "via", "repair packets sent", Counter, 0},
@@ -140,3 +148,29 @@ func (k Kind) Help() string { return kinds[k].help }
 // Type is the kind's type (Counter or Gauge); Free for KindCustom and
 // unknown kinds, whose slots carry their own.
 func (k Kind) Type() Type { return kinds[k].typ }
+
+// StreamStateValue is the value of a StreamState slot. Part of the file
+// format.
+type StreamStateValue int64
+
+// Stream states.
+const (
+	StreamRunning  StreamStateValue = 0
+	StreamEnded    StreamStateValue = 1 // end of session reached and delivered
+	StreamStopped  StreamStateValue = 2 // a loss stopped it (subscriber.LossStop)
+	StreamReplaced StreamStateValue = 3 // a newer incarnation of its session took its place
+)
+
+func (v StreamStateValue) String() string {
+	switch v {
+	case StreamRunning:
+		return "running"
+	case StreamEnded:
+		return "ended"
+	case StreamStopped:
+		return "stopped"
+	case StreamReplaced:
+		return "replaced"
+	}
+	return "unknown"
+}

@@ -196,17 +196,20 @@ type Reader struct {
 	mem  []byte
 }
 
-// Open maps the counters file at path for reading.
+// Open maps the counters file at path for reading. It opens only a
+// regular file (never following a symbolic link, never blocking on a
+// FIFO or a device) that belongs to the owner of its directory
+// (ErrNotRegular, ErrForeign).
 func Open(path string) (*Reader, error) {
-	fd, err := os.Open(path)
+	dirOwner := -1
+	if fi, err := os.Stat(filepath.Dir(path)); err == nil {
+		dirOwner = ownerOf(fi)
+	}
+	fd, fi, err := openRegular(path, dirOwner)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.Close()
-	fi, err := fd.Stat()
-	if err != nil {
-		return nil, err
-	}
 	size := fi.Size()
 	if size < HeaderSize || size > HeaderSize+MaxSlots*SlotSize {
 		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrLayout, size)
@@ -216,6 +219,70 @@ func Open(path string) (*Reader, error) {
 		return nil, fmt.Errorf("counters: map %s: %w", path, err)
 	}
 	return &Reader{path: path, mem: mem}, nil
+}
+
+// Errors of what a directory holds besides counters files. Match with
+// errors.Is.
+var (
+	// ErrNotRegular: a FIFO, symbolic link, device, socket or directory
+	// named like a counters file. It is never opened (a FIFO would block
+	// a reader, a device could act on being opened).
+	ErrNotRegular = errors.New("counters: not a regular file")
+	// ErrForeign: a file owned by another user than its directory's
+	// owner, or naming a process that runs as another user.
+	ErrForeign = errors.New("counters: foreign file")
+)
+
+// fileType names what a non-regular file is.
+func fileType(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a regular file"
+}
+
+// fileOwner is the uid of fi's owner, -1 if unknown.
+func fileOwner(fi os.FileInfo) int {
+	return ownerOf(fi)
+}
+
+// openRegular opens path for reading without following a symbolic link
+// or blocking, and checks on the open file that it is a regular file
+// owned by owner (any owner when owner is negative). The caller closes
+// the file.
+func openRegular(path string, owner int) (*os.File, os.FileInfo, error) {
+	fd, err := os.OpenFile(path, openReadFlags, 0)
+	if isLink(err) {
+		return nil, nil, fmt.Errorf("%w: %s is a symbolic link", ErrNotRegular, path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := fd.Stat()
+	if err != nil {
+		fd.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		fd.Close()
+		return nil, nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, path, fileType(fi.Mode()))
+	}
+	if u := fileOwner(fi); owner >= 0 && u != owner {
+		fd.Close()
+		return nil, nil, fmt.Errorf("%w: %s belongs to %s, not to the directory's owner %s", ErrForeign, path, UserName(u), UserName(owner))
+	}
+	return fd, fi, nil
 }
 
 // Path is the file's path.
@@ -261,10 +328,13 @@ const (
 	Unreadable
 	// Invalid: not a counters file of this version.
 	Invalid
+	// Skipped: not a regular file (ErrNotRegular) or another user's
+	// (ErrForeign); never read.
+	Skipped
 )
 
 func (s State) String() string {
-	return [...]string{"live", "stale", "unreadable", "invalid"}[s]
+	return [...]string{"live", "stale", "unreadable", "invalid", "skipped"}[s]
 }
 
 // Entry is one file found by Scan.
@@ -272,42 +342,41 @@ type Entry struct {
 	Path   string
 	State  State
 	Header Header
-	Err    error // why Unreadable or Invalid
+	// Owner is the uid of the file's owner (-1 when it could not be
+	// known).
+	Owner int
+	Err   error // why Unreadable, Invalid or Skipped
 }
 
 // Scan lists the counters files in dir, sorted by role then pid, and says
 // which are live. A missing dir is an empty list.
+//
+// Scan trusts nothing it finds. dir must be a directory (not a link)
+// that only its owner may write to, and that owner must be the caller
+// (any user for root, who sees every user's directory); a directory
+// named DirPrefix+UID must belong to UID. Otherwise Scan returns
+// ErrNotPrivate. Each "*.ctr" name is checked before it is opened: a
+// FIFO, link, device or socket, or a file of another owner than the
+// directory's, is listed as Skipped and never read (so a FIFO cannot
+// block Scan); a file that names a live process running as another user
+// is Skipped too (ErrForeign). Scan never blocks on what it finds.
 func Scan(dir string) ([]Entry, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*"+Ext))
+	owner, err := checkDir(dir, readerOwner())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("counters: list %s: %w", dir, err)
+	}
 	var out []Entry
-	for _, p := range names {
-		e := Entry{Path: p}
-		fd, err := os.Open(p)
-		if err != nil {
-			e.State, e.Err = Unreadable, err
-			e.Header.Role, e.Header.PID = nameParts(filepath.Base(p)) // all we can know
-			out = append(out, e)
-			continue
+	for _, de := range des {
+		if strings.HasSuffix(de.Name(), Ext) {
+			out = append(out, scanFile(filepath.Join(dir, de.Name()), owner))
 		}
-		b := alignedBytes(HeaderSize)
-		_, err = io.ReadFull(fd, b)
-		fd.Close()
-		if err != nil {
-			e.State, e.Err = Invalid, fmt.Errorf("%w: %v", ErrLayout, err)
-			out = append(out, e)
-			continue
-		}
-		e.Header, err = parseHeaderOnly(b)
-		switch {
-		case err != nil:
-			e.State, e.Err = Invalid, err
-		case !Alive(e.Header.PID, e.Header.StartTicks):
-			e.State = Stale
-		}
-		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Header.Role != out[j].Header.Role {
@@ -319,6 +388,64 @@ func Scan(dir string) ([]Entry, error) {
 		return out[i].Path < out[j].Path
 	})
 	return out, nil
+}
+
+// scanFile reads the header of the file at p, which should belong to
+// owner.
+func scanFile(p string, owner int) Entry {
+	e := Entry{Path: p, Owner: -1}
+	e.Header.Role, e.Header.PID = nameParts(filepath.Base(p)) // all we know until the header is read
+	fi, err := os.Lstat(p)
+	if err != nil {
+		e.State, e.Err = Unreadable, err
+		return e
+	}
+	e.Owner = fileOwner(fi)
+	if !fi.Mode().IsRegular() {
+		e.State, e.Err = Skipped, fmt.Errorf("%w: %s", ErrNotRegular, fileType(fi.Mode()))
+		return e
+	}
+	fd, _, err := openRegular(p, owner) // checks again on the open file: it may have been swapped since
+	switch {
+	case errors.Is(err, ErrNotRegular) || errors.Is(err, ErrForeign):
+		e.State, e.Err = Skipped, err
+		return e
+	case err != nil:
+		e.State, e.Err = Unreadable, err
+		return e
+	}
+	b := alignedBytes(HeaderSize)
+	_, err = io.ReadFull(fd, b)
+	fd.Close()
+	if err != nil {
+		e.State, e.Err = Invalid, fmt.Errorf("%w: %v", ErrLayout, err)
+		return e
+	}
+	h, err := parseHeaderOnly(b)
+	if err != nil {
+		e.State, e.Err = Invalid, err
+		return e
+	}
+	e.Header = h
+	switch {
+	case !Alive(h.PID, h.StartTicks):
+		e.State = Stale
+	default:
+		if u, ok := procOwner(h.PID); ok && e.Owner >= 0 && u != e.Owner {
+			e.State, e.Err = Skipped, fmt.Errorf("%w: pid %d runs as %s, the file belongs to %s", ErrForeign, h.PID, UserName(u), UserName(e.Owner))
+		}
+	}
+	return e
+}
+
+// procOwner is the uid that process pid runs as (the owner of /proc/PID).
+func procOwner(pid int) (int, bool) {
+	fi, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	if err != nil {
+		return 0, false
+	}
+	u := fileOwner(fi)
+	return u, u >= 0
 }
 
 // nameParts splits a file name "ROLE-PID.ctr"; zero values when it is

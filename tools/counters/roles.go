@@ -17,7 +17,8 @@ import (
 func AttachPublisher(f *File, name string, p *publisher.Publication) {
 	sl := func(k Kind) *Slot { return f.Add(k, Free, "", name) }
 	published, msgs, pkts, bytes := sl(PubPublished), sl(PubMessages), sl(PubPackets), sl(PubBytes)
-	hbs, errs, next, full := sl(PubHeartbeats), sl(PubSendErrors), sl(PubNextSeq), sl(PubQueueFull)
+	hbs, errs, full := sl(PubHeartbeats), sl(PubSendErrors), sl(PubQueueFull)
+	next := f.Add(PubNextSeq, Free, p.Session().String(), name) // the session lets a reader match its subscribers' streams
 	f.Sample(func(time.Time) {
 		st := p.Stats()
 		published.SetUint(st.Published)
@@ -52,12 +53,12 @@ func AttachSubscriberFuncs(f *File, name string, stats func() subscriber.Stats, 
 	}
 	sl := func(k Kind) *Slot { return f.Add(k, Free, "", name) }
 	dgrams, pkts, msgs, bytes := sl(SubDatagrams), sl(SubPackets), sl(SubMessages), sl(SubBytes)
-	dups, gaps, naks, repairs := sl(SubDuplicates), sl(SubGaps), sl(SubNAKs), sl(SubRepairs)
+	dups, gaps, naks, repairs := sl(SubDupDropped), sl(SubGaps), sl(SubNAKs), sl(SubRepairs)
 	rec, lost, kdrops, held := sl(SubRecovered), sl(SubLost), sl(SubKernelDrops), sl(SubHeld)
 	nstreams, hbs, failovers := sl(SubStreams), sl(SubHeartbeats), sl(SubFailovers)
 	var drops [subscriber.NumDropReasons]*Slot // added at the first drop of each reason
 	type streamSlots struct {
-		slots    [12]*Slot
+		slots    [15]*Slot
 		seen     bool
 		progress time.Time
 		next     wire.Seq
@@ -103,7 +104,8 @@ func AttachSubscriberFuncs(f *File, name string, stats func() subscriber.Stats, 
 				owner := name + "/" + x.ID.String()
 				ss = &streamSlots{progress: now}
 				for i, k := range [...]Kind{StreamNextSeq, StreamMessages, StreamBytes, StreamGaps, StreamNAKs, StreamRepairs,
-					StreamPending, StreamLost, StreamDuplicates, StreamHeld, StreamProgressAge, StreamRecovered} {
+					StreamPending, StreamLost, StreamDupDropped, StreamHeld, StreamProgressAge, StreamRecovered,
+					StreamHorizon, StreamState, StreamRecoveryP99} {
 					ss.slots[i] = f.Add(k, Free, "", owner)
 				}
 				per[x.ID] = ss
@@ -114,7 +116,7 @@ func AttachSubscriberFuncs(f *File, name string, stats func() subscriber.Stats, 
 			}
 			v := [...]int64{int64(x.Next), int64(x.Delivered), int64(x.Bytes), int64(x.Gaps), int64(x.NAKs), int64(x.Repairs),
 				int64(x.Missing), int64(x.LostMessages), int64(x.Duplicates), int64(x.Held), now.Sub(ss.progress).Milliseconds(),
-				int64(x.Recovered)}
+				int64(x.Recovered), int64(x.Horizon), int64(streamState(x)), x.RecoveryP99.Microseconds()}
 			for i, s := range ss.slots {
 				s.Set(v[i])
 			}
@@ -127,6 +129,37 @@ func AttachSubscriberFuncs(f *File, name string, stats func() subscriber.Stats, 
 				delete(per, id)
 			}
 		}
+	})
+}
+
+func streamState(x subscriber.StreamStats) StreamStateValue {
+	switch {
+	case x.Ended:
+		return StreamEnded
+	case x.Stopped:
+		return StreamStopped
+	case x.Replaced || x.Superseded:
+		return StreamReplaced
+	}
+	return StreamRunning
+}
+
+// AttachLatency samples a one-way latency p99 (ok false: none measured
+// yet) into a SubLatencyP99 slot owned by name, added at the first
+// measurement. p99 runs on the sampling goroutine ten times a second: it
+// should return a figure the role already computed (mdbus sub: its last
+// --stats interval), not compute percentiles under the role's lock.
+func AttachLatency(f *File, name string, p99 func() (time.Duration, bool)) {
+	var s *Slot
+	f.Sample(func(time.Time) {
+		d, ok := p99()
+		if !ok {
+			return
+		}
+		if s == nil {
+			s = f.Add(SubLatencyP99, Free, "", name)
+		}
+		s.Set(d.Microseconds())
 	})
 }
 
