@@ -152,6 +152,7 @@ a feed denser than one packet per --spin keeps a core busy.`)
 	}
 	name := strings.TrimRight(string(id.Session[:]), " ")
 	var pub *publisher.Publication
+	var sent, sentBytes uint64 // data packets the publishers sent, their bytes
 	var cur atomic.Pointer[publisher.Publication] // pub, for the counters sampler
 	ops, err := startOps("replay")
 	if err != nil {
@@ -204,14 +205,23 @@ a feed denser than one packet per --spin keeps a core busy.`)
 			for _, r := range recs {
 				batch = append(batch, r.Data)
 			}
-			_, err := pub.PublishBatch(batch)
-			return err
+			if _, err := pub.PublishBatch(batch); err != nil || pace.Max {
+				return err
+			}
+			// Paced: the packet leaves now, alone, rather than with the
+			// next one if the previous send is still in flight.
+			if err := pub.Flush(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil // interrupted: the pacer stops cleanly before the next
 		}
 		opts.EndPass = func(int) error { // each pass ends its session; the next is a new incarnation
 			if pub == nil {
 				return nil
 			}
 			err := pub.Close()
+			st := pub.Stats()
+			sent, sentBytes = sent+st.Packets, sentBytes+st.Bytes
 			pub = nil
 			return err
 		}
@@ -220,6 +230,14 @@ a feed denser than one packet per --spin keeps a core busy.`)
 	pr, err := replay.Run(ctx, pace, opts)
 	if pub != nil {
 		err = errors.Join(err, pub.Close())
+		st := pub.Stats()
+		sent, sentBytes = sent+st.Packets, sentBytes+st.Bytes
+	}
+	if *printFmt == "" {
+		// What crossed the wire: the publisher packs the messages of a
+		// paced packet into one datagram (splitting it only beyond
+		// --payload), and fills datagrams when it falls behind (--max).
+		pr.Packets, pr.WireBytes = sent, sentBytes
 	}
 	el := pr.Elapsed
 	if el <= 0 {
