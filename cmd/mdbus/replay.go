@@ -152,7 +152,7 @@ a feed denser than one packet per --spin keeps a core busy.`)
 	}
 	name := strings.TrimRight(string(id.Session[:]), " ")
 	var pub *publisher.Publication
-	var sent, sentBytes uint64 // data packets the publishers sent, their bytes
+	var sent, sentBytes uint64                    // data packets the publishers sent, their bytes
 	var cur atomic.Pointer[publisher.Publication] // pub, for the counters sampler
 	ops, err := startOps("replay")
 	if err != nil {
