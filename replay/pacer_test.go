@@ -326,3 +326,22 @@ func TestRunPassesKeepRate(t *testing.T) {
 		require.InDelta(t, float64(at[0]+int64(i)*int64(time.Millisecond)), float64(at[i]), float64(time.Microsecond), "packet %d", i)
 	}
 }
+
+// TestRunBeginPassBeforeAnchor: what BeginPass costs (creating a
+// publisher) happens before the timeline is anchored, so the first message
+// leaves at the anchor and every later one at its recorded offset from it.
+func TestRunBeginPassBeforeAnchor(t *testing.T) {
+	clk := &fakeClock{now: 9, yield: time.Microsecond}
+	recs := records(100, 3*time.Millisecond, 12)
+	var at []int64
+	_, err := Run(context.Background(), Config{Clock: clk}, Options{
+		Open:      func() (Source, error) { return &sliceSource{recs: recs}, nil },
+		BeginPass: func(int, journal.Record) error { clk.now += int64(5 * time.Millisecond); return nil },
+		Emit:      func(journal.Record) error { at = append(at, clk.now); return nil },
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(9+5*time.Millisecond), at[0], "the first message leaves at the anchor")
+	for i := range at {
+		require.InDelta(t, float64(recs[i].Time-recs[0].Time), float64(at[i]-at[0]), float64(time.Microsecond), "message %d", i)
+	}
+}
