@@ -345,3 +345,42 @@ func TestRunBeginPassBeforeAnchor(t *testing.T) {
 		require.InDelta(t, float64(recs[i].Time-recs[0].Time), float64(at[i]-at[0]), float64(time.Microsecond), "message %d", i)
 	}
 }
+
+// preciseClock is linuxTimerClock with nanosleep: a precise sleep wakes
+// up to 100 µs late. It counts the spin's yields.
+type preciseClock struct {
+	linuxTimerClock
+	yields int
+}
+
+func (c *preciseClock) SleepPrecise(d time.Duration) {
+	c.now += int64(d) + c.rng.Int64N(int64(100*time.Microsecond))
+}
+func (c *preciseClock) Yield() { c.yields++; c.linuxTimerClock.Yield() }
+
+// TestPacerPreciseSleep: with a clock that sleeps precisely, the pacer
+// is as exact and spins only the last FineSpin before each message: its
+// CPU per message is bounded by FineSpin, not Spin.
+func TestPacerPreciseSleep(t *testing.T) {
+	clk := &preciseClock{linuxTimerClock: linuxTimerClock{now: 1, rng: rand.New(rand.NewPCG(3, 4))}}
+	recs := records(20_000, 3*time.Millisecond, 4)
+	var start int64
+	var worst time.Duration
+	_, err := Run(context.Background(), Config{Clock: clk}, Options{
+		Open: func() (Source, error) { return &sliceSource{recs: recs}, nil },
+		Emit: func(r journal.Record) error {
+			if start == 0 {
+				start = clk.now
+			}
+			late := time.Duration(clk.now - (start + r.Time - recs[0].Time))
+			require.GreaterOrEqual(t, late, time.Duration(0), "seq %d early", r.Seq)
+			worst = max(worst, late)
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	require.LessOrEqual(t, worst, time.Microsecond)
+	perMsg := time.Duration(clk.yields) * time.Microsecond / time.Duration(len(recs))
+	t.Logf("spin per message: %v on average", perMsg)
+	require.LessOrEqual(t, perMsg, FineSpin)
+}
