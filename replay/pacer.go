@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"strings"
 	"time"
 
@@ -135,7 +134,6 @@ func (realClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (realClock) Yield() { runtime.Gosched() }
 
 // Pacer decides when each message is due. Not safe for concurrent use.
 type Pacer struct {
