@@ -134,7 +134,6 @@ func (realClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-
 // Pacer decides when each message is due. Not safe for concurrent use.
 type Pacer struct {
 	cfg      Config
