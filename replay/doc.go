@@ -18,12 +18,13 @@
 // the next, so the error does not accumulate over a long replay. A message
 // already due (the replay fell behind) is emitted at once.
 //
-// The pacer sleeps until Spin (DefaultSpin, 1.5 ms) before the target and
-// then spins, yielding the processor, to the target: a Go timer asked for
-// anything under a millisecond wakes after about 1.1 ms on Linux, so a
-// shorter margin makes every closely spaced message late by most of a
-// millisecond. The spin costs up to Spin of one core per message (or
-// packet).
+// The pacer sleeps on a Go timer until Spin (DefaultSpin, 1.5 ms) before
+// the target: a Go timer asked for anything under a millisecond wakes
+// after about 1.1 ms on Linux, so a shorter margin makes every closely
+// spaced message late by most of a millisecond. On Linux it then sleeps
+// with nanosleep(2) (50-100 µs late) until FineSpin (200 µs) before the
+// target and spins the rest, about 150 µs of one core per message (or
+// packet); elsewhere it spins, yielding the processor, from Spin.
 //
 // # Packets, passes, fixed rates
 //

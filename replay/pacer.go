@@ -115,7 +115,9 @@ type Clock interface {
 	Now() int64
 	// Sleep blocks for about d or until ctx ends (returning its error).
 	Sleep(ctx context.Context, d time.Duration) error
-	// Yield gives up the processor briefly while spinning.
+	// Yield is called between looks at the clock while spinning; the
+	// real clock gives up the processor there only where it cannot sleep
+	// precisely (it spins at most FineSpin on Linux, Spin elsewhere).
 	Yield()
 }
 

@@ -108,6 +108,9 @@ func TestPcapImportBounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates captures up to 10 MB")
 	}
+	if boundRace {
+		t.Skip("the race detector multiplies memory and time")
+	}
 	const (
 		maxRSS  = 256 << 10 // kB
 		maxTime = 10 * time.Second

@@ -43,10 +43,10 @@ instead (as fast as possible unless a pace is given). A progress line goes
 to stderr every --progress, and a summary (msgs/s, packets/s, Mbit/s) at
 the end; Ctrl-C stops cleanly with the summary.
 
-Pacing: the replay sleeps until --spin before each packet is due, then
-spins (yielding the processor) to the exact time, since a timer wakes up
-to ~1 ms late. The spin costs up to --spin of one core's time per packet:
-a feed denser than one packet per --spin keeps a core busy.`)
+Pacing: a Go timer wakes up to ~1 ms late, so the replay sleeps on a timer
+until --spin before each packet is due, then (on Linux) with nanosleep
+until 200 µs before, then spins to the exact time: about 150 µs of one
+core per packet (up to --spin, yielding, elsewhere).`)
 	gf := addGroupFlags(fs)
 	ttl := fs.Int("ttl", 0, "multicast TTL / hop limit; 0 keeps packets on this host")
 	dir := fs.String("journal", "", "journal directory (required)")
