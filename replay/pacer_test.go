@@ -384,3 +384,25 @@ func TestPacerPreciseSleep(t *testing.T) {
 	t.Logf("spin per message: %v on average", perMsg)
 	require.LessOrEqual(t, perMsg, FineSpin)
 }
+
+// TestRunAllocs: Run allocates per run, never per message or packet.
+func TestRunAllocs(t *testing.T) {
+	for _, emitPacket := range []bool{false, true} {
+		allocs := func(n int) float64 {
+			recs := records(n, time.Millisecond, 2)
+			src := &sliceSource{}
+			o := Options{Open: func() (Source, error) { src.recs, src.i = recs, 0; return src, nil }}
+			if emitPacket {
+				o.EmitPacket = func([]journal.Record) error { return nil }
+			} else {
+				o.Emit = func(journal.Record) error { return nil }
+			}
+			return testing.AllocsPerRun(5, func() {
+				_, err := Run(context.Background(), Config{Max: true}, o)
+				require.NoError(t, err)
+			})
+		}
+		few, many := allocs(10), allocs(10_000)
+		require.LessOrEqual(t, many, few+8, "EmitPacket %v: %v allocations for 10 messages, %v for 10,000", emitPacket, few, many)
+	}
+}
