@@ -18,9 +18,24 @@
 // the next, so the error does not accumulate over a long replay. A message
 // already due (the replay fell behind) is emitted at once.
 //
-// The pacer sleeps until Spin before the target and then spins (yielding
-// the processor) to the target, since a timer wake-up is often later than
-// asked by tens to hundreds of microseconds.
+// The pacer sleeps on a Go timer until Spin (DefaultSpin, 1.5 ms) before
+// the target: a Go timer asked for anything under a millisecond wakes
+// after about 1.1 ms on Linux, so a shorter margin makes every closely
+// spaced message late by most of a millisecond. On Linux it then sleeps
+// with nanosleep(2) (50-100 µs late) until FineSpin (200 µs) before the
+// target and spins the rest, about 150 µs of one core per message (or
+// packet); elsewhere it spins, yielding the processor, from Spin.
+//
+// # Packets, passes, fixed rates
+//
+// With Options.EmitPacket, Run hands out the records that share a
+// timestamp (the journal stamps the messages of one received packet
+// alike) together, so that they leave in one packet, and paces packets:
+// Config.PPS and Config.Mbps are fixed rates of packets and of packet bits.
+// Options.BeginPass runs before each pass is anchored (a publisher is
+// created there, so the first message is on time). At a recorded pace each
+// pass of a loop starts a new timeline; a fixed rate goes on across the
+// passes.
 //
 // # Usage
 //

@@ -2,13 +2,16 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,11 +85,17 @@ a capture twice adds nothing. Packets beyond a missing one wait (up to
 --reorder per stream) for it to arrive late. The journal keeps every
 incarnation contiguous, so a gap in the capture (messages it missed) is
 reported and, with --gaps split (the default), what follows it becomes a
-new incarnation; --gaps fail stops at the first gap instead.
+new incarnation; --gaps fail stops at the first gap instead. A packet
+repeated byte for byte (a SPAN port, a second tap) is a duplicate, not a
+restart. At most --max-streams incarnations are created; data beyond is
+refused and counted. Several captures are read in the order of their first
+packet's time, whatever their order on the command line. Messages skipped
+as late (a capture overlapping another in time) or refused make the
+command exit 1 after its summary.
 
 With --group, the captured packets are sent verbatim (session and
 sequences preserved) to the group from one plain UDP socket, paced by
-their capture times (--speed), on --interface (default lo) with --ttl
+their capture times (--speed, or --max for as fast as possible), on --interface (default lo) with --ttl
 (default 0: the packets stay on this host).`)
 	jdir := fs.String("journal", "", "journal directory to import into")
 	group := fs.String("group", "", "send the packets live to this group:port instead of journaling")
@@ -95,7 +104,9 @@ their capture times (--speed), on --interface (default lo) with --ttl
 	gaps := fs.String("gaps", "split", "on a gap in a stream: split (new incarnation after it) or fail")
 	noFrag := fs.Bool("no-reassembly", false, "count IP fragments as skipped instead of reassembling them")
 	reorder := fs.Int("reorder", 64, "packets a stream holds beyond a missing one, waiting for it to arrive late (0 = none)")
-	speed := fs.Float64("speed", 1, "--group pacing: 1 = capture pace, 2 = twice as fast, 0 = as fast as possible")
+	speed := fs.Float64("speed", 1, "--group pacing: 1 = capture pace, 2 = twice as fast, 0.5 = half speed")
+	maxPace := fs.Bool("max", false, "--group: send as fast as possible")
+	maxStreams := fs.Int("max-streams", pcap.DefaultMaxStreams, "most journal incarnations (streams) one import creates; data beyond is refused and counted (0 = no limit)")
 	ifname := fs.String("interface", "lo", "--group: interface multicast leaves through")
 	ttl := fs.Int("ttl", 0, "--group: multicast TTL; 0 keeps packets on this host")
 	fs.Bool("netns", false, "run inside a private user+network namespace")
@@ -132,18 +143,35 @@ their capture times (--speed), on --interface (default lo) with --ttl
 		if err != nil {
 			return usageErr("--group %q: want a group:port, like 239.192.0.1:31001 or [ff15::1]:31001", *group)
 		}
-		if *speed < 0 {
-			return usageErr("--speed must not be negative (0 = as fast as possible)")
+		speedSet := false
+		fs.Visit(func(f *flag.Flag) { speedSet = speedSet || f.Name == "speed" })
+		switch {
+		case *maxPace && speedSet:
+			return usageErr("give --speed or --max, not both")
+		case !(*speed > 0) || math.IsInf(*speed, 0):
+			return usageErr("--speed %v: want a positive factor like 0.5, 1 or 10 (--max sends as fast as possible)", *speed)
 		}
 		sp := *speed
-		if sp == 0 {
+		if *maxPace {
 			sp = -1
+		}
+		if files, err = orderByTime(files, cfg, stdout); err != nil {
+			return err
 		}
 		return pcapSend(ctx, files, cfg, pcap.SendConfig{Group: g, Interface: *ifname, TTL: *ttl, Speed: sp}, stdout)
 	}
-	icfg := pcap.ImportConfig{Reorder: *reorder}
+	icfg := pcap.ImportConfig{Reorder: *reorder, MaxStreams: *maxStreams}
 	if *reorder < 0 {
 		return usageErr("--reorder must not be negative")
+	}
+	if *maxStreams < 0 {
+		return usageErr("--max-streams %d: want a count, 0 for no limit", *maxStreams)
+	}
+	if *maxStreams == 0 {
+		icfg.MaxStreams = -1
+	}
+	if files, err = orderByTime(files, cfg, stdout); err != nil {
+		return err
 	}
 	if *reorder == 0 {
 		icfg.Reorder = -1
@@ -181,7 +209,75 @@ their capture times (--speed), on --interface (default lo) with --ttl
 	if ierr != nil {
 		return ierr
 	}
-	return cerr
+	if cerr != nil {
+		return cerr
+	}
+	return skipped(im.Stats(), *maxStreams)
+}
+
+// skipped is the error of an import that left captured messages out of
+// the journal: the summary has been printed; the exit status says so.
+func skipped(st pcap.ImportStats, maxStreams int) error {
+	var why []string
+	if st.Late > 0 {
+		why = append(why, fmt.Sprintf("%d messages skipped as late (captured after a later packet had split their stream at a gap: captures that overlap in time, or reordering beyond --reorder)", st.Late))
+	}
+	if st.RefusedStreams > 0 {
+		why = append(why, fmt.Sprintf("%d incarnations (%d messages) refused beyond --max-streams %d", st.RefusedStreams, st.Refused, maxStreams))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("pcap import: %s", strings.Join(why, "; "))
+}
+
+// orderByTime returns files sorted by the time of their first MoldUDP64
+// packet (files without one keep their place at the end), saying so when
+// that differs from the order given.
+func orderByTime(files []string, cfg pcap.Config, stdout io.Writer) ([]string, error) {
+	if len(files) < 2 {
+		return files, nil
+	}
+	type timed struct {
+		name string
+		ts   int64
+		ok   bool
+	}
+	ts := make([]timed, len(files))
+	for i, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg
+		c.Name = name
+		t, ok, err := pcap.FirstTime(bufio.NewReader(f), c)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = timed{name, t, ok}
+	}
+	slices.SortStableFunc(ts, func(a, b timed) int {
+		switch {
+		case a.ok != b.ok:
+			if a.ok {
+				return -1
+			}
+			return 1
+		case !a.ok:
+			return 0
+		}
+		return cmp.Compare(a.ts, b.ts)
+	})
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.name
+	}
+	if !slices.Equal(out, files) {
+		fmt.Fprintf(stdout, "reading the captures in the order of their first packet's time: %s\n", strings.Join(out, " "))
+	}
+	return out, nil
 }
 
 func importFile(ctx context.Context, im *pcap.Importer, name string, cfg pcap.Config) (pcap.Stats, error) {
@@ -269,10 +365,20 @@ func printReadStats(w io.Writer, files int, st pcap.Stats) {
 	}
 }
 
+// maxImportStreamLines bounds the per-stream lines of the import summary.
+const maxImportStreamLines = 100
+
 func printImportStats(w io.Writer, st pcap.ImportStats) {
 	fmt.Fprintf(w, "journal: %d messages appended, %d already held, %d duplicates, %d late; %d heartbeats, %d ends of session, %d ignored (no data yet)\n",
 		st.Appended, st.Held, st.Duplicates, st.Late, st.Heartbeats, st.Ends, st.Orphans)
-	for _, s := range st.Streams {
+	if st.RefusedStreams > 0 {
+		fmt.Fprintf(w, "refused: %d incarnations (%d messages) beyond --max-streams\n", st.RefusedStreams, st.Refused)
+	}
+	for i, s := range st.Streams {
+		if i == maxImportStreamLines {
+			fmt.Fprintf(w, "  ... %d more streams (mdbus journal list shows them all)\n", len(st.Streams)-i)
+			break
+		}
 		how := "continued"
 		if s.Created {
 			how = "new"

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"strconv"
@@ -32,11 +33,20 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("replay", "--journal DIR [flags]", `Replays a journaled stream (mdbus record, pub --journal, rewind --journal)
 onto a multicast group with the same session name and sequence numbers, at
 the recorded pace (each message at its recorded offset from the first; no
-drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
-(--max), once or with --loop (each pass a new publisher incarnation). With
---print it writes the messages to stdout instead (as fast as possible unless
---speed or --rate is given). A progress line goes to stderr every
---progress; Ctrl-C stops cleanly with a summary.`)
+drift accumulates), at --speed F, at --rate N msgs/s, --pps N packets/s,
+--mbps N Mbit/s (of MoldUDP64 packet bytes) or as fast as possible (--max);
+one pace at a time. Messages recorded with one timestamp (one received
+packet) leave in one packet. --loop replays the range until interrupted,
+--loop N N times (0 = until interrupted, as tcpreplay); each pass is a new
+publisher incarnation. With --print it writes the messages to stdout
+instead (as fast as possible unless a pace is given). A progress line goes
+to stderr every --progress, and a summary (msgs/s, packets/s, Mbit/s) at
+the end; Ctrl-C stops cleanly with the summary.
+
+Pacing: a Go timer wakes up to ~1 ms late, so the replay sleeps on a timer
+until --spin before each packet is due, then (on Linux) with nanosleep
+until 200 µs before, then spins to the exact time: about 150 µs of one
+core per packet (up to --spin, yielding, elsewhere).`)
 	gf := addGroupFlags(fs)
 	ttl := fs.Int("ttl", 0, "multicast TTL / hop limit; 0 keeps packets on this host")
 	dir := fs.String("journal", "", "journal directory (required)")
@@ -45,28 +55,40 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 	fromTime := fs.String("from-time", "", "start at the first message stamped at or after this time (RFC 3339, or ns since the epoch)")
 	to := fs.Uint64("to", 0, "last sequence to replay, inclusive (default: the last held)")
 	toTime := fs.String("to-time", "", "stop before the first message stamped after this time (RFC 3339, or ns since the epoch)")
-	speed := fs.Float64("speed", 1, "pace factor: 2 replays twice as fast, 0.5 at half speed")
+	speed := fs.Float64("speed", 1, "pace factor: 2 replays twice as fast, 0.5 at half speed (--max: as fast as possible)")
 	rate := fs.Float64("rate", 0, "fixed rate in messages/s instead of the recorded pace")
+	pps := fs.Float64("pps", 0, "fixed rate in packets/s instead of the recorded pace")
+	mbps := fs.Float64("mbps", 0, "fixed rate in Mbit/s of MoldUDP64 packet bytes instead of the recorded pace")
 	maxPace := fs.Bool("max", false, "as fast as possible")
-	loop := fs.Bool("loop", false, "replay the range again and again until interrupted")
+	var loop loopFlag
+	fs.Var(&loop, "loop", "replay the range `N` times (--loop alone or --loop 0: until interrupted)")
+	spin := fs.Duration("spin", replay.DefaultSpin, "pacing: stop sleeping on a timer this long before a packet is due, then sleep precisely and spin (0 or negative: timer only, ~1 ms late)")
 	printFmt := fs.String("print", "", "print to stdout instead of publishing: text, hex or json")
 	progress := fs.Duration("progress", time.Second, "progress line interval on stderr (0 = none)")
 	payload := fs.Int("payload", 0, "max UDP payload bytes per packet (default fits a 1500-byte MTU)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinLoopCount(args)); err != nil {
 		return err
 	}
-	speedSet, rateSet := false, false
-	fs.Visit(func(f *flag.Flag) {
-		speedSet = speedSet || f.Name == "speed"
-		rateSet = rateSet || f.Name == "rate"
-	})
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q (flags only; -h for help)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var paces []string
+	for _, name := range []string{"speed", "rate", "pps", "mbps", "max"} {
+		if set[name] && (name != "max" || *maxPace) {
+			paces = append(paces, "--"+name)
+		}
+	}
 	switch {
 	case *dir == "":
 		return usageErr("--journal DIR is required")
-	case *speed <= 0:
-		return usageErr("--speed %v: want a positive factor like 0.5, 1 or 10", *speed)
-	case *rate < 0 || *progress < 0:
-		return usageErr("--rate and --progress must not be negative")
+	case len(paces) > 1:
+		return usageErr("give one pace, not %s", strings.Join(paces, ", "))
+	case !(*speed > 0) || math.IsInf(*speed, 0):
+		return usageErr("--speed %v: want a positive factor like 0.5, 1 or 10 (--max replays as fast as possible)", *speed)
+	case !(*rate >= 0) || !(*pps >= 0) || !(*mbps >= 0) || *progress < 0:
+		return usageErr("--rate, --pps, --mbps and --progress must not be negative")
 	case *printFmt != "" && *printFmt != "text" && *printFmt != "hex" && *printFmt != "json":
 		return usageErr("--print %q: want text, hex or json", *printFmt)
 	case *from != 0 && *fromTime != "":
@@ -90,11 +112,14 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 		return err
 	}
 	rng := recordRange{j: j, id: id, from: wire.Seq(*from), fromNS: fromNS, to: wire.Seq(*to), toNS: toNS}
-	pace := replay.Config{Speed: *speed, Rate: *rate, Max: *maxPace}
-	if *printFmt != "" && !speedSet && !rateSet {
+	pace := replay.Config{Speed: *speed, Rate: *rate, PPS: *pps, Mbps: *mbps, Max: *maxPace, Spin: *spin}
+	if *printFmt != "" && len(paces) == 0 {
 		pace.Max = true
 	}
-	opts := replay.Options{Open: rng.open, Loop: *loop, ProgressEvery: *progress}
+	if *spin == 0 {
+		pace.Spin = -1
+	}
+	opts := replay.Options{Open: rng.open, Loop: loop.forever, Passes: loop.n, ProgressEvery: *progress}
 	for _, st := range j.Streams() {
 		if st.ID != id || st.Next <= st.First {
 			continue
@@ -121,12 +146,13 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 			if p.ETA >= 0 {
 				eta = p.ETA.Round(time.Second).String()
 			}
-			fmt.Fprintf(os.Stderr, "mdbus replay: %d msgs, %.0f msgs/s, at seq %d (%s), pass %d, ETA %s\n",
-				p.Messages, p.Rate, p.Last.Seq, time.Unix(0, p.Last.Time).UTC().Format(time.RFC3339Nano), p.Pass, eta)
+			fmt.Fprintf(os.Stderr, "mdbus replay: %d msgs, %.0f msgs/s, at seq %d (%s), pass %s, ETA %s\n",
+				p.Messages, p.Rate, p.Last.Seq, time.Unix(0, p.Last.Time).UTC().Format(time.RFC3339Nano), loop.pass(p.Pass), eta)
 		}
 	}
 	name := strings.TrimRight(string(id.Session[:]), " ")
 	var pub *publisher.Publication
+	var sent, sentBytes uint64                    // data packets the publishers sent, their bytes
 	var cur atomic.Pointer[publisher.Publication] // pub, for the counters sampler
 	ops, err := startOps("replay")
 	if err != nil {
@@ -148,24 +174,54 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 		if err != nil {
 			return err
 		}
-		opts.Emit = func(r journal.Record) error {
-			if pub == nil {
-				pub, err = publisher.New(publisher.Config{Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl,
-					Session: name, FirstSeq: r.Seq, PayloadSize: *payload})
-				if err != nil {
-					return err
-				}
-				cur.Store(pub)
-				fmt.Fprintf(os.Stderr, "mdbus replay: session %s from sequence %d -> %s via %s (ttl %d)\n", name, r.Seq, group, *gf.ifname, *ttl)
+		opts.PayloadSize = *payload
+		if opts.PayloadSize == 0 {
+			opts.PayloadSize = wire.DefaultPayloadSizeIPv4
+			if group.Addr().Is6() {
+				opts.PayloadSize = wire.DefaultPayloadSizeIPv6
 			}
-			_, err := pub.Publish(r.Data)
-			return err
+		}
+		// The publisher of a pass is created before its first message is
+		// paced (BeginPass), so that the first message leaves on time.
+		opts.BeginPass = func(pass int, first journal.Record) error {
+			pub, err = publisher.New(publisher.Config{Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl,
+				Session: name, FirstSeq: first.Seq, PayloadSize: *payload})
+			if err != nil {
+				return err
+			}
+			cur.Store(pub)
+			if pass == 1 {
+				each := ""
+				if loop.forever || loop.n > 1 {
+					each = ", each pass a new incarnation"
+				}
+				fmt.Fprintf(os.Stderr, "mdbus replay: session %s from sequence %d -> %s via %s (ttl %d%s)\n", name, first.Seq, group, *gf.ifname, *ttl, each)
+			}
+			return nil
+		}
+		var batch [][]byte
+		opts.EmitPacket = func(recs []journal.Record) error {
+			batch = batch[:0]
+			for _, r := range recs {
+				batch = append(batch, r.Data)
+			}
+			if _, err := pub.PublishBatch(batch); err != nil || pace.Max {
+				return err
+			}
+			// Paced: the packet leaves now, alone, rather than with the
+			// next one if the previous send is still in flight.
+			if err := pub.Flush(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil // interrupted: the pacer stops cleanly before the next
 		}
 		opts.EndPass = func(int) error { // each pass ends its session; the next is a new incarnation
 			if pub == nil {
 				return nil
 			}
 			err := pub.Close()
+			st := pub.Stats()
+			sent, sentBytes = sent+st.Packets, sentBytes+st.Bytes
 			pub = nil
 			return err
 		}
@@ -174,11 +230,89 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 	pr, err := replay.Run(ctx, pace, opts)
 	if pub != nil {
 		err = errors.Join(err, pub.Close())
+		st := pub.Stats()
+		sent, sentBytes = sent+st.Packets, sentBytes+st.Bytes
 	}
-	el := time.Since(start)
-	fmt.Fprintf(os.Stderr, "mdbus replay: %d messages (%d bytes) in %v, %.0f msgs/s, %d pass(es), last seq %d\n",
-		pr.Messages, pr.Bytes, el.Round(time.Millisecond), float64(pr.Messages)/el.Seconds(), pr.Pass, pr.Last.Seq)
+	if *printFmt == "" {
+		// What crossed the wire: the publisher packs the messages of a
+		// paced packet into one datagram (splitting it only beyond
+		// --payload), and fills datagrams when it falls behind (--max).
+		pr.Packets, pr.WireBytes = sent, sentBytes
+	}
+	el := pr.Elapsed
+	if el <= 0 {
+		el = time.Since(start)
+	}
+	secs := max(el.Seconds(), 1e-9)
+	fmt.Fprintf(os.Stderr, "mdbus replay: %d messages in %d packets (%d message bytes, %d packet bytes) in %v: %.0f msgs/s, %.0f packets/s, %.3f Mbit/s; %d pass(es), last seq %d\n",
+		pr.Messages, pr.Packets, pr.Bytes, pr.WireBytes, el.Round(time.Microsecond), float64(pr.Messages)/secs, float64(pr.Packets)/secs,
+		float64(pr.WireBytes)*8/secs/1e6, pr.Pass, pr.Last.Seq)
 	return err
+}
+
+// loopFlag is --loop: alone, until interrupted; with a count N, N passes
+// (0: until interrupted, as tcpreplay's --loop=0).
+type loopFlag struct {
+	forever bool
+	n       int
+}
+
+func (l *loopFlag) String() string {
+	switch {
+	case l == nil || !l.forever && l.n == 0:
+		return ""
+	case l.forever:
+		return "0"
+	}
+	return strconv.Itoa(l.n)
+}
+
+func (l *loopFlag) Set(s string) error {
+	switch s {
+	case "true":
+		l.forever, l.n = true, 0
+		return nil
+	case "false":
+		l.forever, l.n = false, 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a number of passes (0 = until interrupted)")
+	}
+	l.forever, l.n = n == 0, n
+	return nil
+}
+
+func (l *loopFlag) IsBoolFlag() bool { return true }
+
+// pass formats a pass number as "2" or "2/5".
+func (l *loopFlag) pass(p int) string {
+	if l.n > 1 {
+		return fmt.Sprintf("%d/%d", p, l.n)
+	}
+	return strconv.Itoa(p)
+}
+
+// joinLoopCount rewrites "--loop N" as "--loop=N": --loop is a flag that
+// may stand alone, which the flag package reads only in the = form.
+func joinLoopCount(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "--loop" || a == "-loop") && i+1 < len(args) {
+			if _, err := strconv.ParseUint(args[i+1], 10, 31); err == nil {
+				out = append(out, a+"="+args[i+1])
+				i++
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // pickStream finds the newest incarnation of session, or of the only

@@ -56,10 +56,11 @@ func synthCapture(t *testing.T, j *journal.Journal, span time.Duration) (journal
 	return id, stamps
 }
 
-// Acceptance: a replay at recorded pace puts each message on
-// the wire at its recorded offset from the first (measured at a subscriber
-// in the lab), within 1 ms; --speed 10 scales the offsets; no drift over
-// the whole replay.
+// Acceptance: a replay at recorded pace puts each message on the wire at
+// its recorded offset from the first (measured at a subscriber in the
+// lab), within 1 ms; --speed 10 scales the offsets; no drift over the
+// whole replay. With MDBUS_REPLAY_SPAN=60s on a quiet machine the
+// sender-side error is p99 <= 100 µs, max <= 1 ms.
 func TestAcceptanceReplayPacing(t *testing.T) {
 	netlab.Require(t)
 	span := replaySpan(t)
@@ -151,6 +152,22 @@ func TestAcceptanceReplayPacing(t *testing.T) {
 			// that drifted would still fail: the error would grow with the
 			// replay's length (seconds over a 60 s replay).
 			require.Less(t, pct(centred, 0.5), 10*time.Millisecond)
+			// The pacer's own error (when Emit ran against when it was
+			// due). Its median is what a loaded machine does not spoil:
+			// a few hundred ns with the spin, ~400 µs with a pacer that
+			// sleeps whenever more than 200 µs are left (a timer asked
+			// for under 1 ms wakes after ~1.1 ms). Its p99 is the
+			// acceptance figure, ≤ 100 µs on a quiet machine over a 60 s
+			// span (README, Replay), but other processes that take the
+			// core away make it anything: 15 ms with a load average of 6
+			// on 2 cores. The pacer's logic under late timers is pinned by
+			// replay's TestPacerTimerResolution.
+			// At speed 10 messages are due every 0.5 ms on average: on a
+			// machine with no free core the pacer falls behind, so the
+			// median is asserted at the recorded pace only.
+			if speed == 1 {
+				require.LessOrEqual(t, pct(send, 0.5), 100*time.Microsecond, "pacer error p50")
+			}
 			require.Less(t, drift.Abs(), 10*time.Millisecond, "the error must not grow over the replay")
 		})
 	}

@@ -52,7 +52,9 @@
 // address and port, session) is a stream:
 //
 //   - a data packet or heartbeat at sequence 1 after later sequences, or
-//     data after an end of session, starts a new incarnation;
+//     data after an end of session, starts a new incarnation, unless the
+//     packet is a byte-for-byte copy of the one that began the current
+//     incarnation (a SPAN port or a second tap): that is a duplicate;
 //   - messages below the stream's next sequence are duplicates, skipped;
 //   - a packet beyond the next sequence is held (up to Reorder packets
 //     per stream, 64 by default, and ReorderBytes over all) in case the
@@ -64,6 +66,16 @@
 //     and under GapFail the import stops with ErrGap. A packet arriving
 //     after its hole was given up is counted as late, not journaled;
 //   - an end of session is journaled (Writer.End).
+//
+// What an import holds is bounded whatever the capture: at most MaxOpen
+// journal writers are open (the least recently used is closed and resumed
+// when its stream sends again), at most MaxStreams incarnations are created
+// (each costs the journal a directory, fsyncs and an index held until it is
+// closed; data beyond is refused and counted in ImportStats.RefusedStreams
+// and Refused), and per capture stream the importer keeps a few words plus
+// what it holds for reordering. Several captures are best imported in the
+// order of their first packets (FirstTime); a message that still comes
+// after its stream was split is counted in ImportStats.Late.
 //
 // Importing is idempotent: a capture stream first looks for an
 // incarnation already holding its first sequence with the same message

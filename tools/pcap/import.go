@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"net/netip"
+	"slices"
 
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/wire"
@@ -28,6 +30,12 @@ const (
 	GapFail
 )
 
+// DefaultMaxStreams is ImportConfig.MaxStreams when zero. Creating an
+// incarnation costs the journal three fsyncs (about 6 ms on a virtual
+// disk) and about 100 KB of index held until the journal is closed, so
+// 1,000 keeps an import of any capture within about 10 s and 150 MB.
+const DefaultMaxStreams = 1_000
+
 // ErrGap matches the error of an import under GapFail that met a gap.
 var ErrGap = errors.New("pcap: the capture misses messages of a stream")
 
@@ -37,8 +45,15 @@ type ImportConfig struct {
 	Gaps GapPolicy
 	// MaxOpen bounds the journal writers held open at once (one per
 	// stream being imported); beyond it the least recently used is closed
-	// and resumed when its stream sends again. Default 256.
+	// and resumed when its stream sends again. Default 32: an open writer
+	// holds a few hundred KiB of buffers, a closed one none.
 	MaxOpen int
+	// MaxStreams bounds the journal incarnations one import creates (each
+	// costs the journal a directory, a file and its in-memory index until
+	// it is closed). Data that would need one more is refused and counted
+	// in ImportStats.RefusedStreams and Refused. Default
+	// DefaultMaxStreams; negative means no bound.
+	MaxStreams int
 	// MaxGaps bounds the gaps listed in ImportStats.Gaps (all are
 	// counted in GapCount). Default 1000.
 	MaxGaps int
@@ -53,7 +68,10 @@ type ImportConfig struct {
 
 func (c ImportConfig) withDefaults() ImportConfig {
 	if c.MaxOpen <= 0 {
-		c.MaxOpen = 256
+		c.MaxOpen = 32
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = DefaultMaxStreams
 	}
 	if c.MaxGaps <= 0 {
 		c.MaxGaps = 1000
@@ -107,10 +125,14 @@ type ImportStats struct {
 	Held       uint64 // messages skipped: the journal already held them
 	Duplicates uint64 // messages skipped: repeated in the capture
 	Late       uint64 // messages skipped: captured after a later packet had split the stream at a gap
-	Orphans    uint64 // heartbeats and ends of session of streams with no data yet, ignored
-	Streams    []StreamSummary
-	GapCount   uint64
-	Gaps       []Gap // the first MaxGaps
+	// RefusedStreams counts the incarnations not created because the
+	// import had created MaxStreams; Refused counts their messages.
+	RefusedStreams uint64
+	Refused        uint64
+	Orphans        uint64 // heartbeats and ends of session of streams with no data yet, ignored
+	Streams        []StreamSummary
+	GapCount       uint64
+	Gaps           []Gap // the first MaxGaps
 }
 
 type streamKey struct {
@@ -129,8 +151,14 @@ type istream struct {
 	done     bool            // the capture ended this stream (end of session)
 	broken   bool            // a gap was seen: the next data starts anew
 	pend     []held          // packets beyond next, by sequence (Reorder)
-	sum      int             // index in stats.Streams
+	sum      int             // index in stats.Streams; -1 when refused
 	used     uint64          // LRU clock
+	refused  bool            // over MaxStreams: this incarnation's data is counted, not journaled
+	// first is a hash of the packet that began the incarnation at
+	// sequence 1 (has1): an identical packet later is a copy (a SPAN port,
+	// a second tap), not a restart.
+	first uint64
+	has1  bool
 }
 
 // Importer journals the MoldUDP64 streams of captures: each (source,
@@ -140,11 +168,19 @@ type istream struct {
 //
 // An Importer is not safe for concurrent use. Call Close when done.
 type Importer struct {
-	j         *journal.Journal
-	cfg       ImportConfig
-	streams   map[streamKey]*istream
-	used      map[journal.StreamID]bool // incarnations a capture stream of this import went to
-	open      int
+	j       *journal.Journal
+	cfg     ImportConfig
+	streams map[streamKey]*istream
+	used    map[journal.StreamID]bool // incarnations a capture stream of this import went to
+	// prior holds the journal's incarnations from before the import, by
+	// (source, session), oldest first: only those can be continued or
+	// matched (every one the import creates is used), and looking them
+	// up must not cost a scan of the whole journal per new stream.
+	prior     map[streamKey][]journal.StreamInfo
+	made      map[streamKey]bool // keys the import created an incarnation of
+	created   int                // incarnations created (MaxStreams)
+	open      []*istream         // streams with an open writer (at most MaxOpen)
+	seed      maphash.Seed
 	free      [][]byte // recycled buffers of held packets
 	pendBytes int
 	clock     uint64
@@ -154,7 +190,13 @@ type Importer struct {
 
 // NewImporter returns an Importer writing to j.
 func NewImporter(j *journal.Journal, cfg ImportConfig) *Importer {
-	return &Importer{j: j, cfg: cfg.withDefaults(), streams: make(map[streamKey]*istream), used: make(map[journal.StreamID]bool)}
+	im := &Importer{j: j, cfg: cfg.withDefaults(), streams: make(map[streamKey]*istream), used: make(map[journal.StreamID]bool),
+		prior: make(map[streamKey][]journal.StreamInfo), made: make(map[streamKey]bool), seed: maphash.MakeSeed()}
+	for _, in := range j.Streams() { // oldest first
+		k := streamKey{src: in.ID.Source, session: in.ID.Session}
+		im.prior[k] = append(im.prior[k], in)
+	}
+	return im
 }
 
 // Stats returns the counts so far.
@@ -199,6 +241,16 @@ func (im *Importer) Add(ev Event) error {
 		im.stats.Heartbeats++
 		return im.heartbeat(st, p, ev)
 	}
+	var h1 uint64
+	if p.Seq == 1 {
+		h1 = maphash.Bytes(im.seed, ev.Packet)
+		if st != nil && st.has1 && st.first == h1 && st.next > 1 {
+			// The same bytes at the same sequence: a copy of the
+			// packet that began the incarnation, not a restart.
+			im.stats.Duplicates += uint64(p.Count)
+			return nil
+		}
+	}
 	if st != nil && !st.done && p.Seq == 1 && st.next > 1 {
 		// The publisher restarted under the same session: a new
 		// incarnation (a retransmission would come from the
@@ -228,6 +280,9 @@ func (im *Importer) Add(ev Event) error {
 	if st == nil || st.done || st.broken {
 		if st, err = im.start(key, p, ev.Time); err != nil {
 			return err
+		}
+		if p.Seq == 1 {
+			st.first, st.has1 = h1, true
 		}
 	}
 	if err := im.data(st, p, ev); err != nil {
@@ -345,6 +400,10 @@ func (im *Importer) flushPending(st *istream) (*istream, error) {
 
 // data journals the messages of p beyond what st has seen.
 func (im *Importer) data(st *istream, p wire.Packet, ev Event) error {
+	if st.refused {
+		im.refuse(st, p)
+		return nil
+	}
 	s := &im.stats.Streams[st.sum]
 	from := p.Seq
 	if from < st.next { // seen earlier in this import, or late
@@ -379,6 +438,10 @@ func (im *Importer) data(st *istream, p wire.Packet, ev Event) error {
 		if err := im.create(st, from); err != nil {
 			return err
 		}
+		if st.refused {
+			im.refuse(st, p)
+			return nil
+		}
 		s = &im.stats.Streams[st.sum]
 	}
 	w, err := im.writer(st)
@@ -398,6 +461,18 @@ func (im *Importer) data(st *istream, p wire.Packet, ev Event) error {
 	im.stats.Appended += n
 	st.next, s.Next = w.Next(), w.Next()
 	return nil
+}
+
+// refuse counts the messages of p beyond st's next sequence as refused
+// (st is over MaxStreams) and those before it as duplicates.
+func (im *Importer) refuse(st *istream, p wire.Packet) {
+	if p.Seq < st.next {
+		im.stats.Duplicates += uint64(min(p.Next(), st.next) - p.Seq)
+	}
+	if from := max(p.Seq, st.next); p.Next() > from {
+		im.stats.Refused += uint64(p.Next() - from)
+		st.next = p.Next()
+	}
 }
 
 func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
@@ -448,6 +523,9 @@ func (im *Importer) end(st *istream, p wire.Packet, ev Event) error {
 		return nil // an end that disagrees with the data: ignore it
 	}
 	st.done = true
+	if st.refused {
+		return nil
+	}
 	s := &im.stats.Streams[st.sum]
 	if st.jEnded || st.heldNext > st.next {
 		s.Ended = st.jEnded
@@ -504,18 +582,30 @@ func (im *Importer) start(key streamKey, p wire.Packet, ts int64) (*istream, err
 }
 
 // create starts a new journal incarnation for st at sequence first.
+// Beyond MaxStreams it marks st refused instead.
 func (im *Importer) create(st *istream, first wire.Seq) error {
+	if im.cfg.MaxStreams > 0 && im.created >= im.cfg.MaxStreams {
+		st.refused, st.sum, st.next, st.heldNext = true, -1, first, first
+		im.stats.RefusedStreams++
+		return nil
+	}
+	// Room first: the writer about to open counts against MaxOpen.
+	if err := im.limitOpen(im.cfg.MaxOpen - 1); err != nil {
+		return err
+	}
 	w, err := im.j.Create(st.key.session, st.key.src, first)
 	if err != nil {
 		return err
 	}
+	im.created++
+	im.made[st.key] = true
 	st.id, st.w, st.heldNext, st.jEnded = w.ID(), w, first, false
 	im.used[w.ID()] = true
 	st.sum = len(im.stats.Streams)
 	im.stats.Streams = append(im.stats.Streams, StreamSummary{ID: w.ID(), Created: true, First: first, Next: first})
-	im.open++
+	im.open = append(im.open, st)
 	im.touch(st)
-	return im.limitOpen(st)
+	return nil
 }
 
 // match looks for an incarnation of (session, source) in the journal that
@@ -525,14 +615,14 @@ func (im *Importer) create(st *istream, first wire.Seq) error {
 // or the newest, when its next sequence is seq and it has not ended (the
 // capture continues an earlier one).
 func (im *Importer) match(key streamKey, seq wire.Seq, msg []byte, ts int64) (journal.StreamID, journal.StreamInfo, bool, error) {
-	infos := im.j.Streams() // oldest first
+	infos := im.prior[key] // oldest first
 	var (
 		found  journal.StreamInfo
 		ok     bool
 		timeOK bool
 	)
 	for _, in := range infos {
-		if in.ID.Session != key.session || in.ID.Source != key.src || in.First > seq || seq >= in.Next || im.used[in.ID] {
+		if in.First > seq || seq >= in.Next || im.used[in.ID] {
 			continue // another stream, not holding seq, or taken by an earlier part of this capture
 		}
 		same, sameTime, err := im.holds(in.ID, seq, msg, ts)
@@ -549,11 +639,10 @@ func (im *Importer) match(key streamKey, seq wire.Seq, msg []byte, ts int64) (jo
 	if ok {
 		return found.ID, found, true, nil
 	}
-	if id, ok := im.j.Latest(key.session, key.src); ok && !im.used[id] {
-		for _, in := range infos {
-			if in.ID == id && in.Next == seq && !in.Ended && in.Next > in.First {
-				return id, in, true, nil
-			}
+	// The newest incarnation, unless this import made a newer one.
+	if n := len(infos); n > 0 && !im.made[key] {
+		if in := infos[n-1]; !im.used[in.ID] && in.Next == seq && !in.Ended && in.Next > in.First {
+			return in.ID, in, true, nil
 		}
 	}
 	return journal.StreamID{}, journal.StreamInfo{}, false, nil
@@ -584,13 +673,16 @@ func (im *Importer) writer(st *istream) (*journal.Writer, error) {
 	if st.w != nil {
 		return st.w, nil
 	}
+	if err := im.limitOpen(im.cfg.MaxOpen - 1); err != nil {
+		return nil, err
+	}
 	w, err := im.j.Resume(st.id)
 	if err != nil {
 		return nil, err
 	}
 	st.w = w
-	im.open++
-	return w, im.limitOpen(st)
+	im.open = append(im.open, st)
+	return w, nil
 }
 
 func (im *Importer) touch(st *istream) {
@@ -598,17 +690,15 @@ func (im *Importer) touch(st *istream) {
 	st.used = im.clock
 }
 
-// limitOpen closes the least recently used writers beyond MaxOpen.
-func (im *Importer) limitOpen(keep *istream) error {
-	for im.open > im.cfg.MaxOpen {
-		var lru *istream
-		for _, st := range im.streams {
-			if st.w != nil && st != keep && (lru == nil || st.used < lru.used) {
+// limitOpen closes the least recently used writers until at most n are
+// open.
+func (im *Importer) limitOpen(n int) error {
+	for len(im.open) > max(n, 0) {
+		lru := im.open[0]
+		for _, st := range im.open[1:] {
+			if st.used < lru.used {
 				lru = st
 			}
-		}
-		if lru == nil {
-			return nil
 		}
 		if err := im.release(lru); err != nil {
 			return err
@@ -624,7 +714,9 @@ func (im *Importer) release(st *istream) error {
 	}
 	w := st.w
 	st.w = nil
-	im.open--
+	if i := slices.Index(im.open, st); i >= 0 {
+		im.open = slices.Delete(im.open, i, i+1)
+	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("journal stream %s: close: %w", st.id, err)
 	}
@@ -665,4 +757,25 @@ func (im *Importer) Close() error {
 		}
 	}
 	return first
+}
+
+// FirstTime returns the capture time of the first MoldUDP64 packet of r,
+// ok false when r holds none. Importing several captures in the order of
+// their first packets keeps each stream's packets in capture order when
+// the captures follow one another in time (rotated files); captures that
+// overlap in time still interleave, and the import counts what that made
+// late (ImportStats.Late).
+func FirstTime(r io.Reader, cfg Config) (ts int64, ok bool, err error) {
+	rd, err := NewReader(r, cfg)
+	if err != nil {
+		return 0, false, err
+	}
+	ev, err := rd.Next()
+	if errors.Is(err, io.EOF) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return ev.Time, true, nil
 }

@@ -651,3 +651,62 @@ func TestImportReorder(t *testing.T) {
 		require.EqualValues(t, 2, st.Late)
 	})
 }
+
+// TestImportRepeatedPackets: a packet repeated byte for byte (a SPAN port,
+// a second tap), the first of its stream included, is a duplicate, not a
+// restart: one incarnation holds every message once.
+func TestImportRepeatedPackets(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	frames := feed(t, src4, "DUP", t0, [2]int{1, 3}, [2]int{1, 3}, [2]int{4, 3}, [2]int{1, 3}, [2]int{4, 3}, [2]int{7, 1})
+	for range 100 {
+		frames = append(frames, frames[0])
+	}
+	j := openJournal(t)
+	st, err := importBytes(t, j, ImportConfig{}, writePcap(t, LinkEthernet, true, frames...))
+	require.NoError(t, err)
+	require.EqualValues(t, 7, st.Appended)
+	require.EqualValues(t, 3+3+3+300, st.Duplicates)
+	view := journalView(t, j)
+	require.Len(t, view, 1, "copies of the first packet start no incarnation")
+	require.Len(t, view[0].Recs, 7)
+
+	// A restart whose first packet differs is still a new incarnation.
+	frames = append(frames, feed(t, src4, "DUP", t0.Add(time.Second), [2]int{1, 2})...)
+	j = openJournal(t)
+	_, err = importBytes(t, j, ImportConfig{}, writePcap(t, LinkEthernet, true, frames...))
+	require.NoError(t, err)
+	require.Len(t, journalView(t, j), 2)
+}
+
+// TestImportMaxStreams: incarnations beyond MaxStreams are refused and
+// counted, with their messages; the writers held open stay within MaxOpen.
+func TestImportMaxStreams(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	var frames []frame
+	for i := range 10 {
+		frames = append(frames, feed(t, src4, fmt.Sprintf("S%d", i), t0, [2]int{1, 2}, [2]int{3, 1})...)
+	}
+	j := openJournal(t)
+	im := NewImporter(j, ImportConfig{MaxStreams: 4, MaxOpen: 2})
+	_, err := im.ImportFile(bytes.NewReader(writePcap(t, LinkEthernet, true, frames...)), Config{Name: "c.pcap"})
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(im.open), 2)
+	require.NoError(t, im.Close())
+	st := im.Stats()
+	require.EqualValues(t, 12, st.Appended)
+	require.EqualValues(t, 6, st.RefusedStreams)
+	require.EqualValues(t, 18, st.Refused)
+	require.Len(t, journalView(t, j), 4)
+}
+
+// TestFirstTime: the time of a capture's first MoldUDP64 packet.
+func TestFirstTime(t *testing.T) {
+	t0 := time.Unix(1700000000, 5)
+	ts, ok, err := FirstTime(bytes.NewReader(writePcap(t, LinkEthernet, true, feed(t, src4, "FT", t0, [2]int{1, 1}, [2]int{2, 1})...)), Config{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, t0.UnixNano(), ts)
+	_, ok, err = FirstTime(bytes.NewReader(writePcap(t, LinkEthernet, true)), Config{})
+	require.NoError(t, err)
+	require.False(t, ok)
+}
