@@ -106,6 +106,10 @@ type coreConfig struct {
 	onEnd      func(StreamID, wire.Seq)
 	onLoss     func(Loss)
 	onResync   func(Resync)
+	// onSuspect is told of each new suspect jump (beyond maxGap, not yet
+	// confirmed): stream, next expected, the suspect's sequence. It runs
+	// with the core's lock held.
+	onSuspect func(id StreamID, next, seq wire.Seq)
 }
 
 // core is the stream state of a subscriber, independent of any socket.
@@ -937,6 +941,9 @@ func (c *core) jumped(s *stream, p wire.Packet) bool {
 	}
 	c.clearSuspect(sus)
 	c.keepSuspect(sus, p)
+	if c.cfg.onSuspect != nil {
+		c.cfg.onSuspect(s.id, s.next, seq)
+	}
 	return false
 }
 

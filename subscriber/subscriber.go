@@ -477,6 +477,8 @@ type Subscriber struct {
 	reqBuf         []byte
 	reqTo          []netip.AddrPort // where each of reqs goes
 	failoverLogged monotime.Time    // when logFailover last logged; 0: never
+	suspectLogged  monotime.Time    // when logSuspect last logged; 0: never
+	suspectQuiet   uint64           // suspects not logged since
 	failoverQuiet  int              // failovers not logged since
 
 	nakErrors      atomic.Uint64
@@ -518,7 +520,10 @@ func open(cfg Config) (s *Subscriber, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("subscriber: interface %q: %w", cfg.Interface, err)
 	}
-	s = &Subscriber{cfg: cfg, c: newCore(cfg.core()), quit: make(chan struct{})}
+	s = &Subscriber{cfg: cfg, quit: make(chan struct{})}
+	cc := cfg.core()
+	cc.onSuspect = s.logSuspect
+	s.c = newCore(cc)
 	defer func() {
 		if err != nil {
 			s.closeConns()
@@ -781,4 +786,21 @@ func orNone(v, def int) int {
 		return 0
 	}
 	return v
+}
+
+// logSuspect warns, at most once a second, that a stream's packet jumped
+// beyond MaxGap and is held as a suspect: until a second packet of the
+// same source confirms the jump, nothing after it is delivered, which a
+// replayed capture with a hole in its sequence numbers shows as a stream
+// that stops. It runs under the core's lock.
+func (s *Subscriber) logSuspect(id StreamID, next, seq wire.Seq) {
+	now := monotime.Now()
+	if s.suspectLogged != 0 && now.Sub(s.suspectLogged) < time.Second {
+		s.suspectQuiet++
+		return
+	}
+	s.cfg.Logger.Warn("subscriber: a packet jumped beyond the gap bound; dropped until its source confirms the jump (raise MaxGap, mdbus sub --max-gap, to accept such jumps)",
+		"stream", id, "expected", next, "got", seq, "ahead", uint64(seq-next), "max_gap", s.cfg.MaxGap,
+		"suspects_not_logged", s.suspectQuiet)
+	s.suspectLogged, s.suspectQuiet = now, 0
 }

@@ -38,6 +38,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	outFile := fs.String("out", "", "with --checkpoint: append messages to this file in step with the checkpoint (exactly-once across restarts)")
 	jdir := fs.String("journal", "", "journal directory to read history (and --start time:) from")
 	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
+	maxGap := fs.Uint64("max-gap", subscriber.DefaultMaxGap, "how far ahead of the next expected sequence a packet may jump before it is held as a suspect until its source confirms the jump (a warning says when); raise it to accept the jumps of a replayed capture")
 	noGRO := fs.Bool("no-gro", false, "read the feed without UDP_GRO (one datagram per read slot; for comparing, or a kernel whose GRO misbehaves)")
 	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
 	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to; a comma-separated list adds backups, asked in turn when the one asked stops answering")
@@ -115,7 +116,7 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	scfg := subscriber.Config{
 		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO,
 		Retransmitter: retrAddr, Backups: backups, RetransmitPort: uint16(*retrPort), Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
-		Wrap: wrap, WrapSecondary: wrap2, Logger: env.log,
+		Wrap: wrap, WrapSecondary: wrap2, Logger: env.log, MaxGap: *maxGap,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()
 			fmt.Fprintf(out, "# LOST %s [%d, %d): %d messages could not be recovered\n", l.Stream.Session, l.From, l.To, l.To-l.From)
@@ -183,6 +184,9 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		attrs := []any{"messages", st.Messages, "packets", st.Packets, "bytes", st.Bytes, "duplicates", st.Duplicates,
 			"gaps", st.Gaps, "naks", st.NAKs, "repairs", st.Repairs, "recovered", st.Recovered, "lost", st.LostMessages,
 			"kernel_drops", st.KernelDrops, "dropped", st.Dropped, "streams", st.Streams}
+		if st.SuspectJumps > 0 {
+			attrs = append(attrs, "suspect_jumps", st.SuspectJumps, "resyncs", st.Resyncs)
+		}
 		if len(backups) > 0 {
 			attrs = append(attrs, "failovers", st.Failovers, "asking", st.Asking)
 		}
