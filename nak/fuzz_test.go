@@ -182,6 +182,16 @@ func FuzzLossDetector(f *testing.F) {
 				case 1:
 					d.Reset()
 					forget(Range{0, universe})
+				case 2, 3, 4, 5: // a confirm, sending or later
+					after := time.Duration(a%4) * time.Millisecond
+					if rtt, ok := d.OnConfirm(now, Range{a, a + b%40}, after); ok && rtt < 0 {
+						t.Fatalf("OnConfirm rtt %v", rtt)
+					}
+				case 6, 7: // requests sized to a packet
+					d.SetMaxRequest(int(a % 64))
+					if m := d.MaxRequest(); m < 1 || m > c.MaxRequest {
+						t.Fatalf("MaxRequest %d outside [1, %d]", m, c.MaxRequest)
+					}
 				}
 			case 7: // a big arrival
 				r := Range{a, a + 1<<41}
