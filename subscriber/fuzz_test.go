@@ -8,6 +8,7 @@ import (
 
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/nak"
+	"github.com/mdbus/mdbus/wire"
 )
 
 // fuzzSources are the senders a fuzz input picks from.
@@ -64,6 +65,17 @@ func FuzzCore(f *testing.F) {
 	}
 	f.Add(seed, false)
 	f.Add([]byte{}, false)
+	// Confirms on the repair socket: of a gap being repaired, "later",
+	// of an unknown session, and one with a bad kind.
+	seed = fuzzFrame(nil, 0, pkt(a, 1, 1))
+	seed = fuzzFrame(seed, 0, pkt(a, 5, 1))
+	seed = fuzzFrame(seed, 0x10, wire.AppendConfirm(nil, wire.Confirm{Session: a, Seq: 2, Count: 3, Kind: wire.ConfirmSending, Group: 9}))
+	seed = fuzzFrame(seed, 0x30, wire.AppendConfirm(nil, wire.Confirm{Session: a, Seq: 2, Count: 2, Kind: wire.ConfirmLater, After: 1e6}))
+	seed = fuzzFrame(seed, 0x10, wire.AppendConfirm(nil, wire.Confirm{Session: b, Seq: 1, Count: 1, Kind: wire.ConfirmSending}))
+	bad := wire.AppendConfirm(nil, wire.Confirm{Session: a, Seq: 2, Count: 1, Kind: wire.ConfirmSending})
+	bad[wire.HeaderLen+3] = 7
+	seed = fuzzFrame(seed, 0x30, bad)
+	f.Add(seed, false)
 
 	const (
 		maxStreams = 3
