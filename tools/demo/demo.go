@@ -248,9 +248,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			cs, ss := rw.Cache().Stats(), rw.ServerStats()
 			fmt.Fprintf(w, "        rewind cached %9d  req %6d answered %6d refused %4d\n",
 				cs.Messages, ss.Requests, ss.Answered, ss.Refused.Total())
-			if ss.Refused.Total() > 0 {
-				fmt.Fprintf(w, "               refused: %s\n", ss.Refused)
-			}
+			fmt.Fprintf(w, "               held %d coalesced %d confirms %d refused: %s\n", ss.Deferred, ss.Coalesced, ss.Confirms, ss.Refused)
 		}
 		for i, s := range subs {
 			d := s.chk.Delivered()
