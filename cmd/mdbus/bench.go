@@ -86,13 +86,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	rates := fs.String("rate", "", "offered rates in messages/s, comma-separated (10k, 4M; max = as fast as possible); default: max for throughput, 10k for latency")
 	systems := fs.String("systems", "mdbus,raw", "systems to run: mdbus, raw, or both")
 	latMode := fs.String("mode", "both", "latency: rtt (paced round trip over two groups), oneway, pingpong (closed loop, one in flight, ponger in its own process), or both (rtt,oneway); comma-separated")
-	subs := fs.Int("subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
+	subs := countFlag(fs, "subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
 	procs := fs.Bool("procs", false, "run each subscriber in its own process (this binary re-executed)")
 	dur := fs.Duration("duration", 0, "how long each run sends (default 5s; goals: 10s; at most 1h)")
-	count := fs.Int64("count", 0, "also end each run after this many messages (0 = duration only)")
+	count := countFlag[int64](fs, "count", 0, "also end each run after this many messages (0 = duration only)")
 	warmup := fs.Duration("warmup", 0, "latency: leading part of each run not recorded (default 500ms; negative for none)")
 	payload := fs.Int("payload-size", 0, "largest MoldUDP64 packet in bytes (default 1472, a 1500-byte MTU; goals: both 8972, a jumbo MTU, and 1472)")
-	batch := fs.Int("batch", 0, "messages handed to the publisher (or sendmmsg) at once in throughput runs (default 256)")
+	batch := countFlag(fs, "batch", 0, "messages handed to the publisher (or sendmmsg) at once in throughput runs (default 256)")
 	linger := fs.Duration("linger", 0, "throughput: how long the publisher lets a partly filled packet wait for more messages (default 500µs; negative: none)")
 	rcvbuf := fs.Int("read-buffer", 0, "SO_RCVBUF request in bytes (default 32 MiB; the kernel caps it at net.core.rmem_max unless the lab runs as root, see BENCHMARKS.md)")
 	sndbuf := fs.Int("write-buffer", 0, "SO_SNDBUF request in bytes (default 4 MiB)")
@@ -118,16 +118,16 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	subCounts := fs.String("sub-counts", "1,4", "capacity: subscriber counts, comma-separated (1 runs in a goroutine, more in processes)")
 	probe := fs.Duration("probe", bench.DefaultProbeDuration, "capacity: how long each probe sends")
 	resolution := fs.Float64("resolution", bench.DefaultResolution, "capacity: stop when the lowest lossy rate is within this fraction above the highest lossless one")
-	maxProbes := fs.Int("max-probes", bench.DefaultMaxProbes, "capacity: at most this many probes per cell (the free-running one included)")
+	maxProbes := countFlag(fs, "max-probes", bench.DefaultMaxProbes, "capacity: at most this many probes per cell (the free-running one included)")
 	budget := fs.Duration("budget", bench.DefaultCapacityBudget, "capacity: no probe of a cell starts after this long")
 	withHeadroom := fs.Bool("headroom", false, "goals: search the capacity of each throughput goal's cell (--probe per probe) and report headroom = capacity / goal")
 	capFrom := fs.String("capacity-from", "", "goals: take capacities for the headroom from this capacity report (.json)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseSome(fs, args); err != nil {
 		return err
 	}
 	if mode == "" && fs.NArg() > 0 {
 		mode = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
+		if err := parseSome(fs, fs.Args()[1:]); err != nil {
 			return err
 		}
 	}
@@ -300,6 +300,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var rs []float64
 	for _, s := range strings.Split(rateSpec, ",") {
+		if t := strings.TrimSpace(s); t != "max" { // the one number syntax, then bench's own bounds
+			v, err := parseNumber(t)
+			if err != nil {
+				return usageErr("--rate %v", err)
+			}
+			s = strconv.FormatFloat(v, 'f', -1, 64)
+		}
 		r, err := bench.ParseRate(s, mode != "latency")
 		if err != nil {
 			return usageErr("--rate %v", clean(err))

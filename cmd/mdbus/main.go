@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,7 +61,8 @@ Commands:
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
-Run "mdbus COMMAND -h" for a command's flags. Defaults never leave the host:
+Run "mdbus COMMAND -h" for a command's flags; "mdbus --version" prints the
+version and commit. Defaults never leave the host:
 interface lo, multicast TTL 0. Add --netns to run inside a private network
 namespace where nothing can reach a real network.
 
@@ -83,6 +85,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		reexecArgs = args
 		args = append([]string{args[0]}, rest...)
 	}
+	if len(args) >= 2 && (args[1] == "--version" || args[1] == "-version" || args[1] == "version") {
+		printVersion(stdout)
+		return 0
+	}
 	if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" {
 		usage(stdout)
 		if len(args) < 2 {
@@ -92,8 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[1]]
 	if !ok {
-		fmt.Fprintf(stderr, "mdbus: unknown command %q\n\n", args[1])
-		usage(stderr)
+		fmt.Fprintf(stderr, "mdbus: unknown command %q (run 'mdbus help' for the commands)\n", args[1])
 		return 2
 	}
 	cmdArgs := args[2:]
@@ -129,7 +134,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+		msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+		if !strings.Contains(msg, " -h' for help") {
+			name := "mdbus " + args[1]
+			if hasSubcommands[args[1]] && len(cmdArgs) > 0 && !strings.HasPrefix(cmdArgs[0], "-") {
+				name += " " + cmdArgs[0]
+			}
+			msg += " (" + helpHint(name) + ")"
+		}
+		fmt.Fprintf(stderr, "mdbus %s: %s\n", args[1], msg)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
@@ -177,6 +190,10 @@ func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
 		cancel()
 	}
 }
+
+// hasSubcommands names the commands whose first argument is a
+// subcommand with its own -h.
+var hasSubcommands = map[string]bool{"journal": true, "pcap": true, "statsd": true}
 
 // reexecArgs is the command line as given, globals included, for the
 // re-execution inside the lab.

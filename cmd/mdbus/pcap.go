@@ -51,7 +51,7 @@ Run "mdbus pcap import -h" or "mdbus pcap export -h" for the flags.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseSome(fs, args); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()
@@ -94,8 +94,9 @@ their capture times (--speed), on --interface (default lo) with --ttl
 	dsts := fs.String("dst", "", "keep only packets to these destination addresses or address:ports (comma-separated)")
 	gaps := fs.String("gaps", "split", "on a gap in a stream: split (new incarnation after it) or fail")
 	noFrag := fs.Bool("no-reassembly", false, "count IP fragments as skipped instead of reassembling them")
-	reorder := fs.Int("reorder", 64, "packets a stream holds beyond a missing one, waiting for it to arrive late (0 = none)")
-	speed := fs.Float64("speed", 1, "--group pacing: 1 = capture pace, 2 = twice as fast, 0 = as fast as possible")
+	reorder := countFlag(fs, "reorder", 64, "packets a stream holds beyond a missing one, waiting for it to arrive late (0 = none)")
+	speed := rateFlag(fs, "speed", 1, "--group pacing: 1 = capture pace, 2 = twice as fast (positive)")
+	maxPace := fs.Bool("max", false, "--group: as fast as possible")
 	ifname := fs.String("interface", "lo", "--group: interface multicast leaves through")
 	ttl := fs.Int("ttl", 0, "--group: multicast TTL; 0 keeps packets on this host")
 	fs.Bool("netns", false, "run inside a private user+network namespace")
@@ -132,11 +133,11 @@ their capture times (--speed), on --interface (default lo) with --ttl
 		if err != nil {
 			return usageErr("--group %q: want a group:port, like 239.192.0.1:31001 or [ff15::1]:31001", *group)
 		}
-		if *speed < 0 {
-			return usageErr("--speed must not be negative (0 = as fast as possible)")
+		if *speed == 0 {
+			return usageErr("--speed 0: want a positive factor (--max sends as fast as possible)")
 		}
 		sp := *speed
-		if sp == 0 {
+		if *maxPace {
 			sp = -1
 		}
 		return pcapSend(ctx, files, cfg, pcap.SendConfig{Group: g, Interface: *ifname, TTL: *ttl, Speed: sp}, stdout)
@@ -336,7 +337,7 @@ are merged in packet time order, as they were on the wire.`)
 	payload := fs.Int("payload", 0, "largest MoldUDP64 packet, bytes (default 1472 IPv4, 1452 IPv6)")
 	coalesce := fs.Duration("coalesce", 0, "pack records up to this far apart in time into one packet (0 = same timestamp; negative = fill every packet)")
 	fs.Bool("netns", false, "run inside a private user+network namespace")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

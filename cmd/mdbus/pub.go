@@ -114,10 +114,10 @@ order-book messages at --rate until --count messages or --duration.`)
 	payload := fs.Int("payload", 0, "max UDP payload bytes per packet (default fits a 1500-byte MTU)")
 	hb := fs.Duration("heartbeat", time.Second, "heartbeat interval when idle")
 	linger := fs.Duration("linger", 0, "how long a partly filled packet may wait for more messages (0: send at once; e.g. 500us for throughput)")
-	rate := fs.Float64("rate", 0, "messages per second (0 = unlimited; --synthetic defaults to 10000)")
-	rateBytes := fs.Float64("rate-bytes", 0, "bytes per second cap (0 = unlimited)")
+	rate := rateFlag(fs, "rate", 0, "messages per second, like 200, 10k or 1.5M (0 = unlimited; --synthetic defaults to 10k)")
+	rateBytes := rateFlag(fs, "rate-bytes", 0, "bytes per second cap (0 = unlimited)")
 	syn := fs.Bool("synthetic", false, "generate synthetic market data instead of reading stdin")
-	count := fs.Int("count", 0, "with --synthetic: messages to send (0 = until --duration or interrupted)")
+	count := countFlag(fs, "count", 0, "with --synthetic: messages to send (0 = until --duration or interrupted)")
 	dur := fs.Duration("duration", 0, "with --synthetic: how long to send (0 = until --count or interrupted)")
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
@@ -128,7 +128,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit or a journal, else none; negative: none")
 	noGSO := fs.Bool("no-gso", false, "send every packet in its own sendmmsg slot instead of UDP GSO trains (GSO is used where the kernel offers it and falls back by itself)")
 	jf := addJournalWriteFlags(fs, false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()

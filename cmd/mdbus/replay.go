@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
@@ -45,14 +42,15 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 	fromTime := fs.String("from-time", "", "start at the first message stamped at or after this time (RFC 3339, or ns since the epoch)")
 	to := fs.Uint64("to", 0, "last sequence to replay, inclusive (default: the last held)")
 	toTime := fs.String("to-time", "", "stop before the first message stamped after this time (RFC 3339, or ns since the epoch)")
-	speed := fs.Float64("speed", 1, "pace factor: 2 replays twice as fast, 0.5 at half speed")
-	rate := fs.Float64("rate", 0, "fixed rate in messages/s instead of the recorded pace")
+	speed := rateFlag(fs, "speed", 1, "pace factor: 2 replays twice as fast, 0.5 at half speed")
+	rate := rateFlag(fs, "rate", 0, "fixed rate in messages/s instead of the recorded pace, like 500 or 10k")
 	maxPace := fs.Bool("max", false, "as fast as possible")
 	loop := fs.Bool("loop", false, "replay the range again and again until interrupted")
 	printFmt := fs.String("print", "", "print to stdout instead of publishing: text, hex or json")
+	decodeAs := addDecodeFlag(fs)
 	progress := fs.Duration("progress", time.Second, "progress line interval on stderr (0 = none)")
 	payload := fs.Int("payload", 0, "max UDP payload bytes per packet (default fits a 1500-byte MTU)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	speedSet, rateSet := false, false
@@ -61,6 +59,8 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 		rateSet = rateSet || f.Name == "rate"
 	})
 	switch {
+	case speedSet && rateSet || speedSet && *maxPace || rateSet && *maxPace:
+		return usageErr("give one pace: --speed, --rate or --max")
 	case *dir == "":
 		return usageErr("--journal DIR is required")
 	case *speed <= 0:
@@ -71,6 +71,13 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 		return usageErr("--print %q: want text, hex or json", *printFmt)
 	case *from != 0 && *fromTime != "":
 		return usageErr("give --from or --from-time, not both")
+	}
+	dec, err := parseDecode(*decodeAs, *printFmt)
+	if err != nil {
+		return err
+	}
+	if dec.itch && *printFmt == "" {
+		return usageErr("--decode prints: add --print text or --print json")
 	}
 	fromNS, err := parseTimeFlag("--from-time", *fromTime)
 	if err != nil {
@@ -142,7 +149,12 @@ drift accumulates), at --speed F, at --rate N msgs/s or as fast as possible
 	if *printFmt != "" {
 		out := bufio.NewWriterSize(stdout, 64<<10)
 		defer out.Flush()
-		opts.Emit = func(r journal.Record) error { return printRecord(out, *printFmt, name, r) }
+		var buf []byte
+		opts.Emit = func(r journal.Record) error {
+			buf = appendRecord(buf[:0], *printFmt, dec, name, r)
+			_, err := out.Write(buf)
+			return err
+		}
 	} else {
 		group, source, err := gf.parse()
 		if err != nil {
@@ -276,33 +288,35 @@ func parseTimeFlag(name, v string) (int64, error) {
 	return t.UnixNano(), nil
 }
 
-// printRecord writes one record as text, hex or a JSON line.
-func printRecord(w *bufio.Writer, format, session string, r journal.Record) error {
-	ts := time.Unix(0, r.Time).UTC().Format(time.RFC3339Nano)
+// appendRecord appends one record as a line of text, hex or JSON (session,
+// seq, time_ns, time, len, then hex or the decoded "itch" object).
+func appendRecord(b []byte, format string, dec decoder, session string, r journal.Record) []byte {
 	switch format {
 	case "json":
-		line := struct {
-			Session string `json:"session"`
-			Seq     uint64 `json:"seq"`
-			TimeNS  int64  `json:"time_ns"`
-			Time    string `json:"time"`
-			Len     int    `json:"len"`
-			Hex     string `json:"hex"`
-		}{session, uint64(r.Seq), r.Time, ts, len(r.Data), hex.EncodeToString(r.Data)}
-		b, err := json.Marshal(line)
-		if err != nil {
-			return err
-		}
-		w.Write(b)
-	case "hex":
-		fmt.Fprintf(w, "%s %d %s %x", session, r.Seq, ts, r.Data)
+		b = append(b, `{"session":`...)
+		b = appendJSONStr(b, session)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, uint64(r.Seq), 10)
+		b = append(b, `,"time_ns":`...)
+		b = strconv.AppendInt(b, r.Time, 10)
+		b = append(b, `,"time":"`...)
+		b = time.Unix(0, r.Time).UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","len":`...)
+		b = strconv.AppendInt(b, int64(len(r.Data)), 10)
+		b = dec.appendJSONField(b, r.Data, "hex")
+		b = append(b, '}')
 	default:
-		fmt.Fprintf(w, "%s %d %s ", session, r.Seq, ts)
-		if utf8.Valid(r.Data) && printable(r.Data) {
-			w.Write(r.Data)
+		b = append(b, session...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, uint64(r.Seq), 10)
+		b = append(b, ' ')
+		b = time.Unix(0, r.Time).UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, ' ')
+		if format == "hex" {
+			b = appendHex(b, r.Data)
 		} else {
-			fmt.Fprintf(w, "%x", r.Data)
+			b = dec.appendText(b, r.Data)
 		}
 	}
-	return w.WriteByte('\n')
+	return append(b, '\n')
 }

@@ -156,9 +156,9 @@ func runStat(ctx context.Context, args []string, stdout io.Writer) error {
 	once := fs.Bool("once", false, "print one view and exit")
 	asJSON := fs.Bool("json", false, "print JSON, one document per refresh")
 	clean := fs.Bool("clean", true, "remove the files of processes that are gone")
-	count := fs.Int("count", 0, "exit after this many refreshes (0 = until SIGINT)")
+	count := countFlag(fs, "count", 0, "exit after this many refreshes (0 = until SIGINT)")
 	role := fs.String("role", "", "show only processes of this role (pub, sub, rewind, ...)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *interval <= 0 || *count < 0 {

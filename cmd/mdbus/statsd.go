@@ -73,7 +73,7 @@ relay's retransmit server (--retransmit).`)
 	linger := fs.Duration("linger", statsd.DefaultLinger, "how long a partly filled bus packet may wait for more metrics")
 	stats := fs.Duration("stats", 0, "print the relay's counters to stderr this often (0: only at exit)")
 	dur := fs.Duration("duration", 0, "exit after this long (0: until interrupted)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()
@@ -156,13 +156,13 @@ Unrecoverable bus loss is reported in mdbus.statsd.collector.bus_lost_messages.`
 	format := fs.String("format", "graphite", "output format: graphite or json")
 	out := fs.String("output", "-", "where flushes go: - (stdout) or a TCP address (Graphite carbon, e.g. 127.0.0.1:2003)")
 	prom := fs.String("prometheus", "", "serve Prometheus text format on this address (e.g. 127.0.0.1:9102) at /metrics")
-	maxSeries := fs.Int("max-series", statsd.DefaultMaxSeries, "most distinct series held")
-	maxMembers := fs.Int("max-set-members", statsd.DefaultMaxSetMembers, "most members of one set per interval")
+	maxSeries := countFlag(fs, "max-series", statsd.DefaultMaxSeries, "most distinct series held")
+	maxMembers := countFlag(fs, "max-set-members", statsd.DefaultMaxSetMembers, "most members of one set per interval")
 	deleteIdle := fs.Bool("delete-idle", false, "omit series without data from a flush (etsy deleteIdleStats)")
 	start := fs.Uint64("start", 0, "first sequence to expect (1: ask the relay for everything from the start; 0: join live)")
 	dur := fs.Duration("duration", 0, "exit after this long (0: until interrupted)")
 	imp := addImpairFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()
