@@ -27,7 +27,8 @@ const journalUsage = `Usage: mdbus journal list|verify|dump|compact|repair [flag
   list     streams, their segments, sequence and time ranges, sizes, compression
   verify   read every record (CRC and sequence checks); exit 1 on corruption,
            naming the segment file and byte offset
-  dump     print records as text, hex or JSON lines (--format)
+  dump     print records as text, hex or JSON lines (--format); --decode itch50
+           decodes NASDAQ ITCH 5.0 field by field
   compact  zstd-compress every sealed segment not compressed yet
   repair   rewrite corrupt segments, fetching the damaged ranges from a
            retransmitter or rewinder (--from ADDR) instead of cutting them
