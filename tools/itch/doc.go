@@ -17,16 +17,24 @@
 //	| (1)  | (2)          | (2)             | midnight                 | the type
 //	+------+--------------+-----------------+--------------------------+-----------
 //
-// The types and their lengths (type byte included) are
+// The types, their names here and their lengths (type byte included):
 //
-//	S system event 12            A add order 36                 P trade 44
-//	R stock directory 39         F add order with MPID 40       Q cross trade 40
-//	H stock trading action 25    E order executed 31            B broken trade 19
-//	Y Reg SHO restriction 20     C order executed w/ price 36   I NOII 50
-//	L market participant pos. 26 X order cancel 23              N retail interest 20
-//	V MWCB decline level 35      D order delete 19              O direct listing with
-//	W MWCB status 12             U order replace 35               capital raise 48
-//	K IPO quoting period 28      J LULD auction collar 35       h operational halt 21
+//	S system_event 12                  A add_order 36
+//	R stock_directory 39               F add_order_mpid 40
+//	H stock_trading_action 25          E order_executed 31
+//	Y reg_sho_restriction 20           C order_executed_with_price 36
+//	L market_participant_position 26   X order_cancel 23
+//	V mwcb_decline_level 35            D order_delete 19
+//	W mwcb_status 12                   U order_replace 35
+//	K ipo_quoting_period_update 28     P trade (non-cross) 44
+//	J luld_auction_collar 35           Q cross_trade 40
+//	h operational_halt 21              B broken_trade 19
+//	I net_order_imbalance_indicator 50
+//	N retail_price_improvement_indicator 20
+//	O direct_listing_with_capital_raise_price_discovery 48
+//
+// Fields carry the specification's names in snake_case (stock_locate,
+// order_reference_number, buy_sell_indicator, ...), in wire order.
 //
 // Values are written as the specification defines them: Price(4) with 4
 // implied decimals (1234500 is 123.4500), Price(8) (the MWCB levels) with

@@ -107,7 +107,7 @@ func TestSampleHandChecked(t *testing.T) {
 		// 0004856c | 0004856c | 0004856c | 4f | 4c
 		// I, locate 716, paired 0x4f=79, imbalance 0, direction 'N', "BATRK",
 		// far/near/reference 0x4856c=296300 -> 29.6300, cross 'O', variation 'L'.
-		{25, "I noii stock_locate=716 tracking_number=0 timestamp=34200000120812 time_of_day=09:30:00.000120812 paired_shares=79 imbalance_shares=0 imbalance_direction=N stock=BATRK far_price=29.6300 near_price=29.6300 current_reference_price=29.6300 cross_type=O price_variation_indicator=L"},
+		{25, "I net_order_imbalance_indicator stock_locate=716 tracking_number=0 timestamp=34200000120812 time_of_day=09:30:00.000120812 paired_shares=79 imbalance_shares=0 imbalance_direction=N stock=BATRK far_price=29.6300 near_price=29.6300 current_reference_price=29.6300 cross_type=O price_variation_indicator=L"},
 		// 50 | 1a9f | 0002 | 1f1acee49393 | 0000000000000000 | 42 | 00000054 | 524f4b5520202020 | 001502e8 | 000000000000d0ef
 		// P, locate 0x1a9f=6815, ref 0 (trades of hidden orders carry none), 'B',
 		// 0x54=84, "ROKU", 0x1502e8=1377000 -> 137.7000, match 0xd0ef=53487.
@@ -176,10 +176,10 @@ func TestTypesNotInSample(t *testing.T) {
 		{"42" + hdr + "00000000000004d2",
 			`B broken_trade stock_locate=1 tracking_number=2 timestamp=3 time_of_day=00:00:00.000000003 match_number=1234`},
 		{"4e" + hdr + "4142432020202020" + "41",
-			`N retail_interest stock_locate=1 tracking_number=2 timestamp=3 time_of_day=00:00:00.000000003 stock=ABC interest_flag=A`},
+			`N retail_price_improvement_indicator stock_locate=1 tracking_number=2 timestamp=3 time_of_day=00:00:00.000000003 stock=ABC interest_flag=A`},
 		// Near execution time (8 bytes) 0x1f1aced9f001 = 34200000000001 ns.
 		{"4f" + hdr + "4142432020202020" + "59" + "00002710" + "00004e20" + "00003a98" + "00001f1aced9f001" + "00003200" + "000041a0",
-			`O direct_listing_price_discovery stock_locate=1 tracking_number=2 timestamp=3 time_of_day=00:00:00.000000003 stock=ABC open_eligibility_status=Y minimum_allowable_price=1.0000 maximum_allowable_price=2.0000 near_execution_price=1.5000 near_execution_time=34200000000001 near_execution_time_of_day=09:30:00.000000001 lower_price_range_collar=1.2800 upper_price_range_collar=1.6800`},
+			`O direct_listing_with_capital_raise_price_discovery stock_locate=1 tracking_number=2 timestamp=3 time_of_day=00:00:00.000000003 stock=ABC open_eligibility_status=Y minimum_allowable_price=1.0000 maximum_allowable_price=2.0000 near_execution_price=1.5000 near_execution_time=34200000000001 near_execution_time_of_day=09:30:00.000000001 lower_price_range_collar=1.2800 upper_price_range_collar=1.6800`},
 	}
 	seen := map[byte]bool{}
 	for _, c := range cases {
