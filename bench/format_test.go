@@ -338,3 +338,18 @@ func TestTableMentionsEveryRun(t *testing.T) {
 }
 
 func ptrF(v float64) *float64 { return &v }
+
+func TestChartTitleCarriesContext(t *testing.T) {
+	r := &Report{Command: "latency", Started: time.Date(2026, 12, 1, 20, 30, 0, 0, time.UTC), Machine: Machine{CPU: "cpu", Cores: 2},
+		Settings: Settings{Duration: 10, PayloadSize: 1472},
+		Latency:  []LatencyRun{{Mode: RoundTrip, Rate: 1e4, Size: "64"}, {Mode: PingPong, Size: "64"}, {Mode: RoundTrip, Rate: 1e4, Size: "1024"}}}
+	ctx := chartContext(r)
+	host, _ := os.Hostname()
+	for _, s := range []string{"rate 10k/s, closed loop", "size 64B, 1024B", "run 10s", "payload 1472 B", "host " + host, "2026-12-01 20:30 UTC"} {
+		require.Contains(t, ctx, s)
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteChart(&buf, "title, 1,234 samples\n"+ctx, nil))
+	require.Contains(t, buf.String(), ">title, 1,234 samples</text>")
+	require.Contains(t, buf.String(), "2026-12-01 20:30 UTC</text>")
+}

@@ -138,14 +138,18 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 		write(name+".hlog", hl)
 	}
 	var series []ChartSeries
+	var samples int64
 	for _, l := range b.rep.Latency {
 		if len(l.Spectrum) > 0 {
-			series = append(series, ChartSeries{Name: fmt.Sprintf("%s (p50 %s, p99.9 %s, max %s µs)", l.Name, us(l.Total.P50), us(l.Total.P999), us(l.Total.Max)), Points: l.Spectrum})
+			series = append(series, ChartSeries{Name: fmt.Sprintf("%s (n %s; p50 %s, p99.9 %s, max %s µs)", l.Name, count(float64(l.Total.Count)),
+				us(l.Total.P50), us(l.Total.P999), us(l.Total.Max)), Points: l.Spectrum})
+			samples += l.Total.Count
 		}
 	}
 	if len(series) > 0 {
 		var buf bytes.Buffer
-		if err := WriteChart(&buf, "mdbus bench: latency by percentile", series); err != nil {
+		title := fmt.Sprintf("mdbus bench %s: latency by percentile, %s samples in %d series\n%s", b.rep.Command, count(float64(samples)), len(series), chartContext(&b.rep))
+		if err := WriteChart(&buf, title, series); err != nil {
 			errs = append(errs, err)
 		} else {
 			write(name+".svg", buf.Bytes())
@@ -153,7 +157,14 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 	}
 	if len(b.rep.Capacity) > 0 {
 		var buf bytes.Buffer
-		if err := WriteCapacityChart(&buf, "mdbus bench: lossless capacity by message size", b.rep.Capacity); err != nil {
+		probes := 0
+		for _, c := range b.rep.Capacity {
+			probes += len(c.Probes)
+		}
+		c0 := b.rep.Capacity[0]
+		title := fmt.Sprintf("mdbus bench: lossless capacity by message size, %d cells, %d probes of %gs to %g%%\n%s",
+			len(b.rep.Capacity), probes, c0.Probe, c0.Resolution*100, chartContext(&b.rep))
+		if err := WriteCapacityChart(&buf, title, b.rep.Capacity); err != nil {
 			errs = append(errs, err)
 		} else {
 			write(name+"-capacity.svg", buf.Bytes())
@@ -168,6 +179,37 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 		write(name+".json", js.Bytes())
 	}
 	return files, errors.Join(errs...)
+}
+
+// chartContext is the run context a chart's subtitle carries: offered
+// rates and message sizes of the latency runs, run length, payload,
+// host, start time and load.
+func chartContext(r *Report) string {
+	var rates, sizes []string
+	seen := map[string]bool{}
+	for _, l := range r.Latency {
+		rn := rateName(l.Rate) + "/s"
+		if l.Mode == PingPong {
+			rn = "closed loop"
+		}
+		if !seen["r"+rn] {
+			seen["r"+rn] = true
+			rates = append(rates, rn)
+		}
+		if !seen["s"+l.Size] {
+			seen["s"+l.Size] = true
+			sizes = append(sizes, l.Size+"B")
+		}
+	}
+	var parts []string
+	if len(rates) > 0 {
+		parts = append(parts, "rate "+strings.Join(rates, ", "), "size "+strings.Join(sizes, ", "))
+	}
+	host, _ := os.Hostname()
+	parts = append(parts, fmt.Sprintf("run %gs", r.Settings.Duration), fmt.Sprintf("payload %d B", r.Settings.PayloadSize),
+		fmt.Sprintf("host %s (%s, %d cores, load %.2f)", host, r.Machine.CPU, r.Machine.Cores, r.Machine.LoadStart),
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	return strings.Join(parts, "; ")
 }
 
 // LoadReport reads a report written by WriteFiles or WriteJSON.

@@ -541,7 +541,8 @@ func benchChart(out string, inputs []string, stdout io.Writer) error {
 	if err != nil {
 		return usageErr("-o: %v", err)
 	}
-	if err := bench.WriteChart(f, "latency by percentile", series); err != nil {
+	title := fmt.Sprintf("latency by percentile, %d series\n%s", len(series), strings.Join(inputs, ", "))
+	if err := bench.WriteChart(f, title, series); err != nil {
 		f.Close()
 		return err
 	}
