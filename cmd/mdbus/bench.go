@@ -214,6 +214,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline, InlineThroughput: *inlineTput, NoGSO: *noGSO, NoGRO: *noGRO,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
+	prog := &benchProgress{w: os.Stderr, start: time.Now()}
+	cfg.Progress = prog.run
 	var matrix bench.CapacityMatrix
 	if mode == "capacity" {
 		set := map[string]bool{}
@@ -333,6 +335,25 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	var runErr error
+	prog.start = time.Now()
+	switch mode {
+	case "capacity":
+		matrix.Sizes = szs
+		prog.total, prog.atMost = len(bench.CapacityCases(matrix))*(*maxProbes), true
+	case "throughput":
+		prog.total = countThroughput(sys, szs, rs, *withLoss)
+	case "latency":
+		prog.total = countLatency(sys, szs, rs, modes, *withLoss)
+	case "raw":
+		prog.total = countThroughput(sys, szs, []float64{0}, false)
+		lr := rs
+		if *rates == "" {
+			lr = []float64{bench.DefaultLatencyRate}
+		}
+		if !containsZero(lr) {
+			prog.total += countLatency(sys, szs, lr, modes, false)
+		}
+	}
 	switch mode {
 	case "capacity":
 		matrix.Sizes = szs
@@ -429,6 +450,65 @@ func containsZero(rs []float64) bool {
 		}
 	}
 	return false
+}
+
+// benchProgress writes a line to stderr as each run or capacity probe
+// starts: its place, its name and planned length, the time elapsed and
+// an estimate of the time left (from the runs so far; "at most" where a
+// capacity search may stop early). total 0: not known (goals).
+type benchProgress struct {
+	w      io.Writer
+	start  time.Time
+	n      int
+	total  int
+	atMost bool
+}
+
+func (p *benchProgress) run(name string, planned time.Duration) {
+	p.n++
+	el := time.Since(p.start)
+	place, eta := fmt.Sprintf("run %d", p.n), "?"
+	if p.total > 0 {
+		place = fmt.Sprintf("run %d/%d", p.n, max(p.total, p.n))
+		if p.atMost {
+			place = fmt.Sprintf("probe %d (at most %d)", p.n, max(p.total, p.n))
+		}
+		left := time.Duration(max(p.total-p.n+1, 0)) * planned
+		if p.n > 1 {
+			left = el / time.Duration(p.n-1) * time.Duration(max(p.total-p.n+1, 0))
+		}
+		eta = left.Round(time.Second).String()
+		if p.atMost {
+			eta = "at most " + eta
+		}
+	}
+	fmt.Fprintf(p.w, "mdbus bench: %s: %s (%v); elapsed %v, ETA %s\n", place, name, planned, el.Round(time.Second), eta)
+}
+
+// countThroughput is how many runs benchThroughput makes.
+func countThroughput(sys []bench.System, szs []bench.Sizes, rs []float64, withLoss bool) int {
+	n := len(szs) * len(rs) * len(sys)
+	if withLoss && slices.Contains(sys, bench.Mdbus) {
+		n += len(szs) * len(rs)
+	}
+	return n
+}
+
+// countLatency is how many runs benchLatency makes.
+func countLatency(sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, withLoss bool) int {
+	per := 0 // runs per size
+	for i := range rs {
+		for _, m := range modes {
+			if m == bench.PingPong && i > 0 {
+				continue
+			}
+			per += len(sys)
+			if withLoss && slices.Contains(sys, bench.Mdbus) {
+				per++
+			}
+		}
+	}
+	return per * len(szs)
 }
 
 // benchThroughput runs every size × rate × system; mdbus runs again with

@@ -8,9 +8,11 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mdbus/mdbus/bench"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -149,4 +151,24 @@ func TestPrintDecoded(t *testing.T) {
 		require.True(t, json.Valid([]byte(l)), l)
 	}
 	require.Contains(t, lines[2], `"itch":{"error":"unknown message type 0x5a"`)
+}
+
+func TestBenchProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := &benchProgress{w: &b, start: time.Now(), total: 3}
+	p.run("mdbus rtt 64B 10k/s", 2*time.Second)
+	p.run("raw rtt 64B 10k/s", 2*time.Second)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 2)
+	require.Equal(t, "mdbus bench: run 1/3: mdbus rtt 64B 10k/s (2s); elapsed 0s, ETA 6s", lines[0])
+	require.Regexp(t, `^mdbus bench: run 2/3: raw rtt 64B 10k/s \(2s\); elapsed 0s, ETA \S+$`, lines[1])
+	b.Reset()
+	(&benchProgress{w: &b, start: time.Now()}).run("goal", time.Second)
+	require.Equal(t, "mdbus bench: run 1: goal (1s); elapsed 0s, ETA ?\n", b.String())
+
+	sys := []bench.System{bench.Mdbus, bench.Raw}
+	szs := []bench.Sizes{{}, {}}
+	require.Equal(t, 2*3*2+2*3, countThroughput(sys, szs, []float64{1, 2, 3}, true))
+	// Per size: rtt at each of 2 rates and ping-pong once, for 2 systems.
+	require.Equal(t, 2*(2*2+2), countLatency(sys, szs, []float64{1, 2}, []string{bench.RoundTrip, bench.PingPong}, false))
 }
