@@ -172,3 +172,19 @@ func TestBenchProgress(t *testing.T) {
 	// Per size: rtt at each of 2 rates and ping-pong once, for 2 systems.
 	require.Equal(t, 2*(2*2+2), countLatency(sys, szs, []float64{1, 2}, []string{bench.RoundTrip, bench.PingPong}, false))
 }
+
+// FuzzParseNumber: any flag value gives a finite, non-negative number or
+// an error, never a panic.
+func FuzzParseNumber(f *testing.F) {
+	for _, s := range []string{"10k", "1.5M", "2G", "NaN", "-1", "1e308G", "0x1p3", "", "1_000", " 5 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseNumber(s)
+		if err == nil && (v < 0 || math.IsNaN(v) || math.IsInf(v, 0)) {
+			t.Fatalf("parseNumber(%q) = %v", s, v)
+		}
+		_ = countValue[int]{p: new(int)}.Set(s)
+		_ = countValue[uint64]{p: new(uint64)}.Set(s)
+	})
+}

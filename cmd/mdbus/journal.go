@@ -71,13 +71,14 @@ func parseJournalArgs(name, about string, args []string, extra func(fs *flag.Fla
 	if extra != nil {
 		extra(fs)
 	}
-	if err := parseSome(fs, args); err != nil {
+	pos, err := parseInterleaved(fs, args) // flags may follow DIR
+	if err != nil {
 		return "", jf, err
 	}
-	if fs.NArg() != 1 {
-		return "", jf, usageErr("want exactly one journal directory, got %d arguments", fs.NArg())
+	if len(pos) != 1 {
+		return "", jf, usageErr("want exactly one journal directory, got %d arguments %q", len(pos), pos)
 	}
-	return fs.Arg(0), jf, nil
+	return pos[0], jf, nil
 }
 
 // openStreams opens the journal in dir read-only and lists the streams

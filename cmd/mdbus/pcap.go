@@ -136,6 +136,9 @@ their capture times (--speed), on --interface (default lo) with --ttl
 		if *speed == 0 {
 			return usageErr("--speed 0: want a positive factor (--max sends as fast as possible)")
 		}
+		if *maxPace && *speed != 1 {
+			return usageErr("give one pace: --speed or --max")
+		}
 		sp := *speed
 		if *maxPace {
 			sp = -1
