@@ -50,7 +50,7 @@ field by field), or with --stats only a stats line per interval. Ends at
 	imp := addImpairFlags(fs)
 	format := fs.String("format", "text", "how messages are printed: text (session seq payload), hex or json (one object per line)")
 	decodeAs := addDecodeFlag(fs)
-	latency := fs.Bool("latency", true, "with --stats: one-way latency percentiles of stamped messages (pub --synthetic stamps them)")
+	latency := fs.Bool("latency", true, "with --stats: one-way latency percentiles of stamped messages (pub --synthetic stamps each at its send moment, after its pacing wait)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
