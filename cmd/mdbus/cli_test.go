@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -151,6 +152,14 @@ func TestPrintDecoded(t *testing.T) {
 		require.True(t, json.Valid([]byte(l)), l)
 	}
 	require.Contains(t, lines[2], `"itch":{"error":"unknown message type 0x5a"`)
+
+	// A message costs no allocation in any format.
+	w = bufio.NewWriterSize(io.Discard, 1<<16)
+	for _, format := range []string{"text", "hex", "json"} {
+		p := msgPrinter{format: format, dec: decoder{itch: format != "hex"}}
+		p.print(w, m)
+		require.Zero(t, testing.AllocsPerRun(100, func() { p.print(w, m) }), format)
+	}
 }
 
 func TestBenchProgress(t *testing.T) {

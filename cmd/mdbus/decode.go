@@ -83,3 +83,13 @@ func appendJSONStr(dst []byte, s string) []byte {
 	}
 	return append(dst, '"')
 }
+
+// printable reports whether b holds no control character but tab.
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 && c != '\t' {
+			return false
+		}
+	}
+	return true
+}

@@ -247,22 +247,31 @@ field by field), or with --stats only a stats line per interval. Ends at
 }
 
 // msgPrinter writes delivered messages as text, hex or JSON lines,
-// reusing one buffer. Not safe for concurrent use.
+// reusing one buffer and the last stream's formatted names, so that a
+// message costs no allocation. Not safe for concurrent use.
 type msgPrinter struct {
 	format string
 	dec    decoder
 	buf    []byte
+	last   subscriber.StreamID
+	named  bool
+	prefix []byte // text: "SESSION "; JSON: `{"session":"S","source":"A"`
 }
 
 func (p *msgPrinter) print(w *bufio.Writer, m subscriber.Message) {
-	b := p.buf[:0]
-	session := m.Stream.Session.String()
+	if !p.named || m.Stream != p.last {
+		p.last, p.named = m.Stream, true
+		session := m.Stream.Session.String()
+		if p.format == "json" {
+			p.prefix = append(appendJSONStr(append(p.prefix[:0], `{"session":`...), session), `,"source":`...)
+			p.prefix = appendJSONStr(p.prefix, m.Stream.Source.String())
+		} else {
+			p.prefix = append(append(p.prefix[:0], session...), ' ')
+		}
+	}
+	b := append(p.buf[:0], p.prefix...)
 	switch p.format {
 	case "json":
-		b = append(b, `{"session":`...)
-		b = appendJSONStr(b, session)
-		b = append(b, `,"source":`...)
-		b = appendJSONStr(b, m.Stream.Source.String())
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendUint(b, uint64(m.Seq), 10)
 		b = append(b, `,"len":`...)
@@ -270,8 +279,6 @@ func (p *msgPrinter) print(w *bufio.Writer, m subscriber.Message) {
 		b = p.dec.appendJSONField(b, m.Data, "hex")
 		b = append(b, '}')
 	default:
-		b = append(b, session...)
-		b = append(b, ' ')
 		b = strconv.AppendUint(b, uint64(m.Seq), 10)
 		b = append(b, ' ')
 		if p.format == "hex" {
@@ -283,13 +290,4 @@ func (p *msgPrinter) print(w *bufio.Writer, m subscriber.Message) {
 	b = append(b, '\n')
 	w.Write(b)
 	p.buf = b
-}
-
-func printable(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 && c != '\t' {
-			return false
-		}
-	}
-	return true
 }
