@@ -137,7 +137,6 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return benchChart(*chartOut, fs.Args(), stdout)
 	case "throughput", "latency", "raw", "capacity", "goals":
 	case "":
-		fs.Usage()
 		return usageErr("say which benchmark: throughput, latency, raw, capacity, goals or chart")
 	default:
 		return usageErr("unknown benchmark %q: want throughput, latency, raw, capacity, goals or chart", mode)

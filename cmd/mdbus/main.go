@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -137,7 +138,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
 		if !strings.Contains(msg, " -h' for help") {
 			name := "mdbus " + args[1]
-			if hasSubcommands[args[1]] && len(cmdArgs) > 0 && !strings.HasPrefix(cmdArgs[0], "-") {
+			if len(cmdArgs) > 0 && slices.Contains(subcommands[args[1]], cmdArgs[0]) {
 				name += " " + cmdArgs[0]
 			}
 			msg += " (" + helpHint(name) + ")"
@@ -191,9 +192,14 @@ func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
 	}
 }
 
-// hasSubcommands names the commands whose first argument is a
-// subcommand with its own -h.
-var hasSubcommands = map[string]bool{"journal": true, "pcap": true, "statsd": true}
+// subcommands lists the commands whose first argument is a subcommand
+// with its own -h.
+var subcommands = map[string][]string{
+	"journal": {"list", "verify", "dump", "compact", "repair"},
+	"pcap":    {"import", "export"},
+	"statsd":  {"relay", "collect"},
+	"bench":   {"throughput", "latency", "raw", "capacity", "goals", "chart"},
+}
 
 // reexecArgs is the command line as given, globals included, for the
 // re-execution inside the lab.

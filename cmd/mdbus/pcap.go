@@ -34,7 +34,8 @@ func runPcap(ctx context.Context, args []string, stdout io.Writer) error {
 			return nil
 		}
 	}
-	return usageErr("want a subcommand: import or export\n\n%s", pcapUsage)
+	fmt.Fprint(stdout, pcapUsage)
+	return usageErr("want a subcommand: import or export")
 }
 
 const pcapUsage = `Usage:
