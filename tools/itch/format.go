@@ -133,9 +133,13 @@ func appendField(dst []byte, fl field, b []byte, js bool) []byte {
 		}
 		return appendTextString(dst, b)
 	}
-	// Time fields: the number, then the time of day.
+	// Time fields: the number, then the time of day. An 8-byte time
+	// beyond a day is not a time of day: the number alone.
 	v := be(b)
 	dst = strconv.AppendUint(dst, v, 10)
+	if fl.kind == kindTime8 && v >= 24*3600*1e9 {
+		return dst
+	}
 	dst = appendKey(dst, fl.day, js)
 	if js {
 		dst = append(dst, '"')

@@ -201,6 +201,10 @@ func TestJSONValues(t *testing.T) {
 	m, _ := hex.DecodeString("56" + "0001" + "0002" + "000000000003" + "0000001c6a269e00" + "0000000000000001" + "0000000005f5e100")
 	require.Equal(t, `{"type":"V","name":"mwcb_decline_level","stock_locate":1,"tracking_number":2,"timestamp":3,"time_of_day":"00:00:00.000000003","level_1":1220.40000000,"level_2":0.00000001,"level_3":1.00000000}`,
 		string(itch.AppendJSON(nil, m)))
+	// An 8-byte near execution time beyond a day has no time of day.
+	o, _ := hex.DecodeString("4f" + "0001" + "0002" + "000000000003" + "4142432020202020" + "59" + "00002710" + "00004e20" + "00003a98" +
+		"17f0a1b2c3d4e5f6" + "00003200" + "000041a0")
+	require.Contains(t, string(itch.AppendJSON(nil, o)), `"near_execution_time":1725056446444660214,"lower_price_range_collar":1.2800`)
 	// Alpha bytes that are not printable ASCII are escaped, never raw.
 	s, _ := hex.DecodeString("53" + "0000" + "0000" + "000000000000" + "22")
 	require.Equal(t, `{"type":"S","name":"system_event","stock_locate":0,"tracking_number":0,"timestamp":0,"time_of_day":"00:00:00.000000000","event_code":"\""}`, string(itch.AppendJSON(nil, s)))
