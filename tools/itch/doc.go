@@ -40,10 +40,10 @@
 // implied decimals (1234500 is 123.4500), Price(8) (the MWCB levels) with
 // 8, timestamps as nanoseconds since midnight followed by the time of day
 // (09:30:00.000000123; the 8-byte near execution time of O messages gets
-// no time of day when it is beyond a day), the IPO release time as seconds since midnight
-// and time of day, alpha fields as characters with the padding spaces of
-// fields longer than one byte trimmed (a one-byte field keeps its space,
-// which means "not available" in several fields).
+// no time of day when it is beyond a day), the IPO release time as
+// seconds since midnight and time of day, alpha fields as characters with
+// the padding spaces of fields longer than one byte trimmed (a one-byte
+// field keeps its space, which means "not available" in several fields).
 //
 // # Messages that do not decode
 //
