@@ -284,7 +284,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 	}
 	if len(r.Latency) > 0 {
-		fmt.Fprintln(&buf, "\nLatency (µs; one-way: scheduled send to delivery; round trip: scheduled ping to delivered pong; ping-pong: ping sent to pong delivered, one in flight)")
+		fmt.Fprintln(&buf, "\nLatency (µs; one-way: scheduled send to delivery; round trip: scheduled ping to delivered pong;\nping-pong: ping sent to pong delivered, one in flight)")
 		const row = "  %-28s %10s %10s %7s %8s %8s %8s %8s %8s %8s\n"
 		fmt.Fprintf(&buf, row, "", "sent", "received", "lost", "p50", "p90", "p99", "p99.9", "p99.99", "max")
 		for _, l := range r.Latency {
@@ -361,8 +361,9 @@ func WriteTable(w io.Writer, r *Report) error {
 const TableWidth = 120
 
 // wrap trims trailing spaces and breaks every line longer than width (in
-// runes) at its last space that fits, continuing on a line indented by
-// four spaces. A word longer than the width stays whole.
+// runes) at its last ", " or "; " that fits (else its last space),
+// continuing on a line indented by four spaces. A word longer than the
+// width stays whole.
 func wrap(b []byte, width int) []byte {
 	var out bytes.Buffer
 	for _, line := range strings.SplitAfter(string(b), "\n") {
@@ -378,7 +379,12 @@ func wrap(b []byte, width int) []byte {
 				}
 				n++
 			}
-			cut := strings.LastIndexByte(line[:limit], ' ')
+			// Prefer a break after ", " or "; " (a list item stays whole),
+			// unless that leaves the line short.
+			cut := max(strings.LastIndex(line[:limit], ", "), strings.LastIndex(line[:limit], "; ")) + 1
+			if cut < len(indent)+width/2 {
+				cut = strings.LastIndexByte(line[:limit], ' ')
+			}
 			if cut <= len(indent) { // a word longer than the width: whole, on its own
 				next := strings.IndexByte(line[len(indent)+1:], ' ')
 				if next < 0 {
@@ -402,7 +408,7 @@ func wrap(b []byte, width int) []byte {
 // writeCapacity writes the capacity table, then each search's probes.
 func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
 	c0 := capa[0]
-	fmt.Fprintf(buf, "\nCapacity: the highest offered rate every subscriber received whole (zero kernel drops, zero lost, all delivered) for %gs per probe, to %g%%; MB = 10^6 message bytes\n",
+	fmt.Fprintf(buf, "\nCapacity: the highest offered rate every subscriber received whole (zero kernel drops, zero lost, all delivered)\nfor %gs per probe, to %g%%; MB = 10^6 message bytes\n",
 		c0.Probe, c0.Resolution*100)
 	const row = "  %14s %8s %7s %12s %-22s %6s %5s\n"
 	fmt.Fprintf(buf, row, "capacity msg/s", "MB/s", "vs raw", "failed at", "stopped", "probes", "s")
