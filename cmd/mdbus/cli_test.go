@@ -82,6 +82,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"demo", "--netns=false", "--subscribers", "0"}, "--subscribers 0"},
 		{[]string{"demo", "--netns=false", "--loss", "2"}, "-loss"},
 		{[]string{"impair", "--loss", "NaN"}, "-loss"},
+		{[]string{"impair", "--in", "239.1.1.1:5000", "--out", "239.1.1.2:5000", "--delay", "-1s"}, "elay"},
+		{[]string{"sub", "--repair-source", "127.0.0.1"}, "--repair-source needs --repair-group"},
 		{[]string{"replay", "--journal", "/nonexistent", "--max", "--speed", "2", "--rate", "5"}, "give one pace"},
 		{[]string{"replay", "--journal", "/nonexistent", "--speed", "0"}, "--speed"},
 		{[]string{"replay", "--journal", "/nonexistent", "--decode", "itch50"}, "--print"},

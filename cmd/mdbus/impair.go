@@ -71,6 +71,9 @@ Ends on SIGINT or after --duration.`)
 	if *dur < 0 {
 		return usageErr("--duration must not be negative")
 	}
+	if err := (impair.Config{Loss: *loss, Reorder: *reorder, Duplicate: *dup, Delay: *delay, Jitter: *jitter, Seed: *seed}).Validate(); err != nil {
+		return usageErr("%v", err) // a negative --delay or --jitter
+	}
 	ops, err := startOps("impair")
 	if err != nil {
 		return err

@@ -84,10 +84,10 @@ field by field), or with --stats only a stats line per interval. Ends at
 	var repairSource netip.Addr
 	if *repairSrc != "" {
 		if repairSource, err = netip.ParseAddr(*repairSrc); err != nil {
-			return fmt.Errorf("--repair-source %q: want an IP address such as 127.0.0.1: %w", *repairSrc, err)
+			return usageErr("--repair-source %q: want an IP address such as 127.0.0.1", *repairSrc)
 		}
 		if !repairG.IsValid() {
-			return fmt.Errorf("--repair-source needs --repair-group")
+			return usageErr("--repair-source needs --repair-group")
 		}
 	}
 	icfg, impaired, err := imp.config()
