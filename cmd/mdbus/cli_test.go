@@ -93,6 +93,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"stat", "--count", "1.5"}, "-count"},
 		{[]string{"bench", "latency", "--netns=false", "--subs", "-1"}, "-subs"},
 		{[]string{"rewind", "stray"}, `unexpected argument "stray"`},
+		{[]string{"pub", "--payload", "10"}, "publisher: invalid config: PayloadSize 10"},
 		{[]string{"nope"}, `unknown command "nope"`},
 	} {
 		var out, errb bytes.Buffer

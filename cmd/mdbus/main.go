@@ -31,8 +31,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mdbus/mdbus/bench"
 	"github.com/mdbus/mdbus/internal/logx"
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
+	"github.com/mdbus/mdbus/replay"
+	"github.com/mdbus/mdbus/resume"
+	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/statsd"
 )
 
 type command struct {
@@ -131,6 +139,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	err = cmd.run(ctx, cmdArgs, stdout)
 	logx.Flush(env.log)
+	if isConfigError(err) && !errors.Is(err, errUsage) {
+		err = usageErr("%v", err) // a flag's value a role refused: a usage error
+	}
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
@@ -190,6 +201,18 @@ func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
 		close(done)
 		cancel()
 	}
+}
+
+// isConfigError reports whether err is a role refusing its configuration,
+// which on this command line comes from flags.
+func isConfigError(err error) bool {
+	for _, target := range []error{publisher.ErrConfig, subscriber.ErrConfig, retransmit.ErrConfig, recorder.ErrConfig,
+		replay.ErrConfig, resume.ErrConfig, statsd.ErrConfig, bench.ErrConfig} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // subcommands lists the commands whose first argument is a subcommand
