@@ -144,6 +144,9 @@ type Config struct {
 	Spawn func(args []string) *exec.Cmd
 	// Logger receives progress and warnings; default discards.
 	Logger *slog.Logger
+	// Progress, when set, is called as each run or capacity probe
+	// starts, with its name and how long it is planned to send.
+	Progress func(run string, planned time.Duration)
 }
 
 type settings struct {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/stretchr/testify/require"
@@ -309,9 +310,16 @@ func TestTableMentionsEveryRun(t *testing.T) {
 		Command:     "goals",
 		Interrupted: true,
 		Throughput:  []ThroughputRun{{Name: "mdbus 64B", Subs: []SubResult{{Name: "sub1"}}, Error: "boom\nbang"}},
-		Latency:     []LatencyRun{{Name: "raw rtt", Wire: &Percentiles{}, RecvPath: &Percentiles{}}},
-		Goals:       []Goal{{Name: "g1", Pass: true}, {Name: "g2"}},
-		Notes:       []string{"n1"},
+		Latency: []LatencyRun{{Name: "raw rtt", Wire: &Percentiles{}, RecvPath: &Percentiles{}},
+			{Name: strings.Repeat("a long ping-pong run name ", 6), Sent: 1 << 40, Received: 1 << 40, Total: Percentiles{P50: 1 << 50, Max: 1 << 60},
+				ClosedLoop: &ClosedLoop{RoundTripsPerSec: 26974, PingCPU: 0.98, PongCPU: 0.96, PingInline: ptrF(1), PongInline: ptrF(1)}}},
+		Capacity: []CapacityResult{{Name: "mdbus 64B in 1472B packets 1->4 processes with a long name", System: Mdbus, Capacity: 5.29e6, Failed: 6.44e6,
+			Limit: "sender behind", Probes: []Probe{{Rate: 0, Sent: 6442520, Delivered: 3757708, Why: "kernel drops"}, {Rate: 3.38e6, Pass: true}, {Rate: 4.23e6, Pass: true},
+				{Rate: 5.29e6, Pass: true}, {Rate: 6.44e6, Why: "sender behind"}, {Rate: 5.87e6, Why: "sender behind"}, {Rate: 5.58e6, Why: "sender behind"}}}},
+		Settings: Settings{Interface: "lo", PayloadSize: 1472, Batch: 256, ReadBuffer: 33554432, WriteBuffer: 4194304, Duration: 10, Warmup: 0.5},
+		Files:    []string{strings.Repeat("/tmp/a-very-long-path", 10) + ".json", "/tmp/b.svg"},
+		Goals:    []Goal{{Name: "g1", Pass: true}, {Name: "g2", Target: strings.Repeat("target ", 20), Measured: strings.Repeat("measured ", 30)}},
+		Notes:    []string{"n1"},
 	}
 	var buf bytes.Buffer
 	require.NoError(t, WriteTable(&buf, r))
@@ -319,6 +327,29 @@ func TestTableMentionsEveryRun(t *testing.T) {
 	for _, s := range []string{"INTERRUPTED", "mdbus 64B", "raw rtt", "wire", "pass", "FAIL", "note: n1", "boom; bang"} {
 		require.Contains(t, out, s)
 	}
+	for _, l := range strings.Split(out, "\n") {
+		if len(strings.Fields(l)) > 1 { // a single word longer than the width stays whole
+			require.LessOrEqual(t, utf8.RuneCountInString(l), TableWidth, l)
+		}
+		require.Equal(t, strings.TrimRight(l, " "), l)
+	}
 	require.Equal(t, "1,234,568", count(1234567.6))
 	require.Equal(t, "12.35", us(12345))
+}
+
+func ptrF(v float64) *float64 { return &v }
+
+func TestChartTitleCarriesContext(t *testing.T) {
+	r := &Report{Command: "latency", Started: time.Date(2026, 12, 1, 20, 30, 0, 0, time.UTC), Machine: Machine{CPU: "cpu", Cores: 2},
+		Settings: Settings{Duration: 10, PayloadSize: 1472},
+		Latency:  []LatencyRun{{Mode: RoundTrip, Rate: 1e4, Size: "64"}, {Mode: PingPong, Size: "64"}, {Mode: RoundTrip, Rate: 1e4, Size: "1024"}}}
+	ctx := chartContext(r)
+	host, _ := os.Hostname()
+	for _, s := range []string{"rate 10k/s, closed loop", "size 64B, 1024B", "run 10s", "payload 1472 B", "host " + host, "2026-12-01 20:30 UTC"} {
+		require.Contains(t, ctx, s)
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteChart(&buf, "title, 1,234 samples\n"+ctx, nil))
+	require.Contains(t, buf.String(), ">title, 1,234 samples</text>")
+	require.Contains(t, buf.String(), "2026-12-01 20:30 UTC</text>")
 }

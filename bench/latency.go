@@ -76,6 +76,13 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if c.Mode != OneWay && c.Mode != RoundTrip && c.Mode != PingPong {
 		return LatencyRun{}, fmt.Errorf("%w: latency mode %q: want %s, %s or %s", ErrConfig, c.Mode, OneWay, RoundTrip, PingPong)
 	}
+	if b.s.Progress != nil {
+		what := fmt.Sprintf("%s %s %sB %s/s", c.System, c.Mode, c.Sizes, rateName(c.Rate))
+		if c.Mode == PingPong {
+			what = fmt.Sprintf("%s %s %sB closed loop", c.System, c.Mode, c.Sizes)
+		}
+		b.s.Progress(what, dur)
+	}
 	if c.Mode == PingPong {
 		if err := b.checkCase(c.System, c.Sizes, 0, c.Subscribers, c.Loss, dur, count, b.s.PayloadSize); err != nil {
 			return LatencyRun{}, err

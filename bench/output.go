@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // Finish closes the report: end time, load, interrupted flag and the
@@ -137,14 +138,18 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 		write(name+".hlog", hl)
 	}
 	var series []ChartSeries
+	var samples int64
 	for _, l := range b.rep.Latency {
 		if len(l.Spectrum) > 0 {
-			series = append(series, ChartSeries{Name: fmt.Sprintf("%s (p50 %s, p99.9 %s, max %s µs)", l.Name, us(l.Total.P50), us(l.Total.P999), us(l.Total.Max)), Points: l.Spectrum})
+			series = append(series, ChartSeries{Name: fmt.Sprintf("%s (n %s; p50 %s, p99.9 %s, max %s µs)", l.Name, count(float64(l.Total.Count)),
+				us(l.Total.P50), us(l.Total.P999), us(l.Total.Max)), Points: l.Spectrum})
+			samples += l.Total.Count
 		}
 	}
 	if len(series) > 0 {
 		var buf bytes.Buffer
-		if err := WriteChart(&buf, "mdbus bench: latency by percentile", series); err != nil {
+		title := fmt.Sprintf("mdbus bench %s: latency by percentile, %s samples in %d series\n%s", b.rep.Command, count(float64(samples)), len(series), chartContext(&b.rep))
+		if err := WriteChart(&buf, title, series); err != nil {
 			errs = append(errs, err)
 		} else {
 			write(name+".svg", buf.Bytes())
@@ -152,7 +157,14 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 	}
 	if len(b.rep.Capacity) > 0 {
 		var buf bytes.Buffer
-		if err := WriteCapacityChart(&buf, "mdbus bench: lossless capacity by message size", b.rep.Capacity); err != nil {
+		probes := 0
+		for _, c := range b.rep.Capacity {
+			probes += len(c.Probes)
+		}
+		c0 := b.rep.Capacity[0]
+		title := fmt.Sprintf("mdbus bench: lossless capacity by message size, %d cells, %d probes of %gs to %g%%\n%s",
+			len(b.rep.Capacity), probes, c0.Probe, c0.Resolution*100, chartContext(&b.rep))
+		if err := WriteCapacityChart(&buf, title, b.rep.Capacity); err != nil {
 			errs = append(errs, err)
 		} else {
 			write(name+"-capacity.svg", buf.Bytes())
@@ -167,6 +179,37 @@ func (b *Bench) WriteFiles(dir, name string) ([]string, error) {
 		write(name+".json", js.Bytes())
 	}
 	return files, errors.Join(errs...)
+}
+
+// chartContext is the run context a chart's subtitle carries: offered
+// rates and message sizes of the latency runs, run length, payload,
+// host, start time and load.
+func chartContext(r *Report) string {
+	var rates, sizes []string
+	seen := map[string]bool{}
+	for _, l := range r.Latency {
+		rn := rateName(l.Rate) + "/s"
+		if l.Mode == PingPong {
+			rn = "closed loop"
+		}
+		if !seen["r"+rn] {
+			seen["r"+rn] = true
+			rates = append(rates, rn)
+		}
+		if !seen["s"+l.Size] {
+			seen["s"+l.Size] = true
+			sizes = append(sizes, l.Size+"B")
+		}
+	}
+	var parts []string
+	if len(rates) > 0 {
+		parts = append(parts, "rate "+strings.Join(rates, ", "), "size "+strings.Join(sizes, ", "))
+	}
+	host, _ := os.Hostname()
+	parts = append(parts, fmt.Sprintf("run %gs", r.Settings.Duration), fmt.Sprintf("payload %d B", r.Settings.PayloadSize),
+		fmt.Sprintf("host %s (%s, %d cores, load %.2f)", host, r.Machine.CPU, r.Machine.Cores, r.Machine.LoadStart),
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	return strings.Join(parts, "; ")
 }
 
 // LoadReport reads a report written by WriteFiles or WriteJSON.
@@ -212,65 +255,67 @@ func WriteTable(w io.Writer, r *Report) error {
 	if r.Interrupted {
 		fmt.Fprintln(&buf, "INTERRUPTED: the figures cover what was measured before the interrupt.")
 	}
+	// Tables: each run's name on a line of its own, then its rows in
+	// fixed-width columns, so that a long name never widens the table.
 	if len(r.Throughput) > 0 {
 		fmt.Fprintln(&buf, "\nThroughput (one publisher; one row per subscriber; MB = 10^6 bytes of messages)")
-		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "run\tsub\tmsgs/s\tMB/s\tpkts/s\tmsgs/pkt\trcvbuf MiB\tkdrops\tgaps\trepairs\tlost\tmissing\tcomplete\tlat p50/p99.9 µs\t")
+		const row = "  %-6s %11s %7s %11s %6s %6s %7s %6s %8s %6s %7s %5s %13s\n"
+		fmt.Fprintf(&buf, row, "", "msgs/s", "MB/s", "pkts/s", "m/pkt", "rcvMiB", "kdrops", "gaps", "repairs", "lost", "missing", "whole", "p50/p99.9 µs")
 		for _, t := range r.Throughput {
+			fmt.Fprintln(&buf, t.Name)
 			lat := "-"
 			if t.Latency != nil {
 				lat = us(t.Latency.P50) + "/" + us(t.Latency.P999)
 			}
-			fmt.Fprintf(tw, "%s\tsent\t%s\t%.1f\t%s\t%.1f\t\t\t\t\t\t\t\t\t\n", t.Name, count(t.Sent.MsgsPerSec), t.Sent.BytesPerSec/1e6, count(t.Sent.PacketsPerSec), t.Sent.MsgsPerPacket)
+			fmt.Fprintf(&buf, row, "sent", count(t.Sent.MsgsPerSec), fmt.Sprintf("%.1f", t.Sent.BytesPerSec/1e6), count(t.Sent.PacketsPerSec),
+				fmt.Sprintf("%.1f", t.Sent.MsgsPerPacket), "", "", "", "", "", "", "", "")
 			for _, sr := range t.Subs {
-				fmt.Fprintf(tw, "\t%s\t%s\t%.1f\t%s\t%.1f\t%.0f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", sr.Name, count(sr.MsgsPerSec), sr.BytesPerSec/1e6,
-					count(sr.PacketsPerSec), sr.MsgsPerPacket, float64(sr.ReadBuffer)/(1<<20), sr.KernelDrops, sr.Gaps, sr.Repairs, sr.Lost, sr.Missing, yes(sr.Complete), lat)
+				fmt.Fprintf(&buf, row, sr.Name, count(sr.MsgsPerSec), fmt.Sprintf("%.1f", sr.BytesPerSec/1e6), count(sr.PacketsPerSec),
+					fmt.Sprintf("%.1f", sr.MsgsPerPacket), fmt.Sprintf("%.0f", float64(sr.ReadBuffer)/(1<<20)), fmt.Sprint(sr.KernelDrops),
+					fmt.Sprint(sr.Gaps), fmt.Sprint(sr.Repairs), fmt.Sprint(sr.Lost), fmt.Sprint(sr.Missing), yes(sr.Complete), lat)
 			}
-		}
-		tw.Flush()
-		for _, t := range r.Throughput {
 			if t.Recovery != nil {
 				p := t.Recovery
-				fmt.Fprintf(&buf, "recovery, %s: gap found to repaired over %d gaps: p50 %s, p99 %s, max %s µs\n", t.Name, p.Count, us(p.P50), us(p.P99), us(p.Max))
+				fmt.Fprintf(&buf, "  recovery, gap found to repaired over %d gaps: p50 %s, p99 %s, max %s µs\n", p.Count, us(p.P50), us(p.P99), us(p.Max))
 			}
 			if t.Error != "" {
-				fmt.Fprintf(&buf, "error, %s: %s\n", t.Name, oneLine(t.Error))
+				fmt.Fprintf(&buf, "  error: %s\n", oneLine(t.Error))
 			}
 		}
 	}
 	if len(r.Latency) > 0 {
-		fmt.Fprintln(&buf, "\nLatency (µs; one-way: scheduled send to delivery; round trip: scheduled ping to delivered pong; ping-pong: ping sent to pong delivered, one in flight)")
-		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "run\tsent\treceived\tlost\tp50\tp90\tp99\tp99.9\tp99.99\tmax\t")
+		fmt.Fprintln(&buf, "\nLatency (µs; one-way: scheduled send to delivery; round trip: scheduled ping to delivered pong;\nping-pong: ping sent to pong delivered, one in flight)")
+		const row = "  %-28s %10s %10s %7s %8s %8s %8s %8s %8s %8s\n"
+		fmt.Fprintf(&buf, row, "", "sent", "received", "lost", "p50", "p90", "p99", "p99.9", "p99.99", "max")
 		for _, l := range r.Latency {
-			row := func(name string, p Percentiles) {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, l.Sent, l.Received, l.Lost,
+			fmt.Fprintln(&buf, l.Name)
+			line := func(name string, p Percentiles) {
+				fmt.Fprintf(&buf, row, name, fmt.Sprint(l.Sent), fmt.Sprint(l.Received), fmt.Sprint(l.Lost),
 					us(p.P50), us(p.P90), us(p.P99), us(p.P999), us(p.P9999), us(p.Max))
 			}
-			row(l.Name, l.Total)
+			line("total", l.Total)
 			if l.Wire != nil {
-				row("  wire (send to kernel rx)", *l.Wire)
-				row("  receive path (kernel rx to app)", *l.RecvPath)
+				line("wire (send to kernel rx)", *l.Wire)
+				line("receive path (kernel rx)", *l.RecvPath)
 			}
 			if l.Recovery != nil {
-				row("  recovery (gap found to repaired)", *l.Recovery)
+				line("recovery (gap to repaired)", *l.Recovery)
 			}
 			if cl := l.ClosedLoop; cl != nil {
 				inl := ""
 				if cl.PingInline != nil && cl.PongInline != nil {
 					inl = fmt.Sprintf("; sent inline: pinger %.1f%%, ponger %.1f%%", 100**cl.PingInline, 100**cl.PongInline)
 				}
-				fmt.Fprintf(tw, "  closed loop: %s round trips/s, CPU/wall: pinger %.2f, ponger %.2f; %d timeouts%s\t\t\t\t\t\t\t\t\t\t\n",
+				fmt.Fprintf(&buf, "  closed loop: %s round trips/s, CPU/wall: pinger %.2f, ponger %.2f; %d timeouts%s\n",
 					count(cl.RoundTripsPerSec), cl.PingCPU, cl.PongCPU, cl.Timeouts, inl)
 			}
 			if l.Total.RangeErrors > 0 {
-				fmt.Fprintf(tw, "  %d values outside the histogram's range\t\t\t\t\t\t\t\t\t\t\n", l.Total.RangeErrors)
+				fmt.Fprintf(&buf, "  %d values outside the histogram's range\n", l.Total.RangeErrors)
 			}
 			if l.Error != "" {
-				fmt.Fprintf(tw, "  error: %s\t\t\t\t\t\t\t\t\t\t\n", oneLine(l.Error))
+				fmt.Fprintf(&buf, "  error: %s\n", oneLine(l.Error))
 			}
 		}
-		tw.Flush()
 	}
 	if len(r.Capacity) > 0 {
 		writeCapacity(&buf, r.Capacity)
@@ -289,19 +334,17 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	if len(r.Goals) > 0 {
 		fmt.Fprintln(&buf, "\nGoals")
-		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 		for _, g := range r.Goals {
 			v := "FAIL"
 			if g.Pass {
 				v = "pass"
 			}
-			room := "-"
+			fmt.Fprintf(&buf, "%s  %s: target %s; measured %s", v, g.Name, g.Target, g.Measured)
 			if g.Headroom > 0 {
-				room = fmt.Sprintf("headroom %.2fx (capacity %s)", g.Headroom, count(g.Capacity))
+				fmt.Fprintf(&buf, "; headroom %.2fx (capacity %s)", g.Headroom, count(g.Capacity))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v, g.Name, g.Target, g.Measured, room)
+			buf.WriteByte('\n')
 		}
-		tw.Flush()
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&buf, "note: %s\n", n)
@@ -309,17 +352,66 @@ func WriteTable(w io.Writer, r *Report) error {
 	if len(r.Files) > 0 {
 		fmt.Fprintf(&buf, "files: %s\n", strings.Join(r.Files, " "))
 	}
-	_, err := w.Write(buf.Bytes())
+	_, err := w.Write(wrap(buf.Bytes(), TableWidth))
 	return err
+}
+
+// TableWidth is the widest line WriteTable writes: longer prose lines are
+// wrapped, with the continuation indented.
+const TableWidth = 120
+
+// wrap trims trailing spaces and breaks every line longer than width (in
+// runes) at its last ", " or "; " that fits (else its last space),
+// continuing on a line indented by four spaces. A word longer than the
+// width stays whole.
+func wrap(b []byte, width int) []byte {
+	var out bytes.Buffer
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		nl := strings.HasSuffix(line, "\n")
+		line = strings.TrimRight(strings.TrimSuffix(line, "\n"), " ")
+		indent := ""
+		for utf8.RuneCountInString(line) > width {
+			limit, n := len(line), 0
+			for i := range line { // the byte index of rune width+1
+				if n == width+1 {
+					limit = i
+					break
+				}
+				n++
+			}
+			// Prefer a break after ", " or "; " (a list item stays whole),
+			// unless that leaves the line short.
+			cut := max(strings.LastIndex(line[:limit], ", "), strings.LastIndex(line[:limit], "; ")) + 1
+			if cut < len(indent)+width/2 {
+				cut = strings.LastIndexByte(line[:limit], ' ')
+			}
+			if cut <= len(indent) { // a word longer than the width: whole, on its own
+				next := strings.IndexByte(line[len(indent)+1:], ' ')
+				if next < 0 {
+					break
+				}
+				cut = len(indent) + 1 + next
+			}
+			out.WriteString(strings.TrimRight(line[:cut], " "))
+			out.WriteByte('\n')
+			indent = "    "
+			line = indent + strings.TrimLeft(line[cut:], " ")
+		}
+		out.WriteString(line)
+		if nl {
+			out.WriteByte('\n')
+		}
+	}
+	return out.Bytes()
 }
 
 // writeCapacity writes the capacity table, then each search's probes.
 func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
 	c0 := capa[0]
-	fmt.Fprintf(buf, "\nCapacity: the highest offered rate every subscriber received whole (zero kernel drops, zero lost, all delivered) for %gs per probe, to %g%%; MB = 10^6 message bytes\n",
+	fmt.Fprintf(buf, "\nCapacity: the highest offered rate every subscriber received whole (zero kernel drops, zero lost, all delivered)\nfor %gs per probe, to %g%%; MB = 10^6 message bytes\n",
 		c0.Probe, c0.Resolution*100)
-	tw := tabwriter.NewWriter(buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tcapacity msgs/s\tMB/s\tvs raw\tfailed at\tstopped\tprobes\ts\t")
+	const row = "  %14s %8s %7s %12s %-22s %6s %5s\n"
+	fmt.Fprintf(buf, row, "capacity msg/s", "MB/s", "vs raw", "failed at", "stopped", "probes", "s")
 	for _, c := range capa {
 		vs := "-"
 		if c.System == Mdbus {
@@ -331,9 +423,9 @@ func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
 		if c.Failed > 0 {
 			failed = count(c.Failed)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%d\t%.0f\t\n", c.Name, count(c.Capacity), c.BytesPerSec/1e6, vs, failed, c.Limit, len(c.Probes), c.Seconds)
+		fmt.Fprintln(buf, c.Name)
+		fmt.Fprintf(buf, row, count(c.Capacity), fmt.Sprintf("%.1f", c.BytesPerSec/1e6), vs, failed, c.Limit, fmt.Sprint(len(c.Probes)), fmt.Sprintf("%.0f", c.Seconds))
 	}
-	tw.Flush()
 	for _, c := range capa {
 		var trail []string
 		for _, p := range c.Probes {

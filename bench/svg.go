@@ -112,13 +112,19 @@ func WriteChart(w io.Writer, title string, series []ChartSeries) error {
 	return bw.Flush()
 }
 
-// svgStart writes the SVG header, a white background and the title.
+// svgStart writes the SVG header, a white background and the title: its
+// first line large, a second line (after a newline: the run's context)
+// smaller, below it.
 func svgStart(bw *bufio.Writer, width, height, left int, title string) {
+	head, sub, _ := strings.Cut(title, "\n")
 	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
 <svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
 <rect width="100%%" height="100%%" fill="white"/>
-<text x="%d" y="24" font-size="16">%s</text>
-`, width, height, width, height, left, html.EscapeString(title))
+<text x="%d" y="20" font-size="16">%s</text>
+`, width, height, width, height, left, html.EscapeString(head))
+	if sub != "" {
+		fmt.Fprintf(bw, `<text x="%d" y="38" fill="#444">%s</text>`+"\n", left, html.EscapeString(strings.ReplaceAll(sub, "\n", "; ")))
+	}
 }
 
 // svgSeries draws series i as a line through xy (plot coordinates), with
@@ -273,7 +279,7 @@ func LoadChartSeries(path string) ([]ChartSeries, error) {
 		var out []ChartSeries
 		for _, l := range r.Latency {
 			if len(l.Spectrum) > 0 {
-				out = append(out, ChartSeries{Name: base + ": " + l.Name, Points: l.Spectrum})
+				out = append(out, ChartSeries{Name: fmt.Sprintf("%s: %s (n %s)", base, l.Name, count(float64(l.Total.Count))), Points: l.Spectrum})
 			}
 		}
 		if len(out) == 0 {

@@ -197,6 +197,9 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	if c.Loss > 0 {
 		run.Name += fmt.Sprintf(" loss %g%%", c.Loss*100)
 	}
+	if b.s.Progress != nil {
+		b.s.Progress(run.Name, dur)
+	}
 	ring := newRing(c.Sizes, b.s.Batch, b.s.Seed)
 	run.MeanSize = ring.meanSize()
 	group := b.groups(1)[0]

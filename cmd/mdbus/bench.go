@@ -94,13 +94,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	rates := fs.String("rate", "", "offered rates in messages/s, comma-separated (10k, 4M; max = as fast as possible); default: max for throughput, 10k for latency")
 	systems := fs.String("systems", "mdbus,raw", "systems to run: mdbus, raw, or both")
 	latMode := fs.String("mode", "both", "latency: rtt (paced round trip over two groups), oneway, pingpong (closed loop, one in flight, ponger in its own process), or both (rtt,oneway); comma-separated")
-	subs := fs.Int("subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
+	subs := countFlag(fs, "subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
 	procs := fs.Bool("procs", false, "run each subscriber in its own process (this binary re-executed)")
 	dur := fs.Duration("duration", 0, "how long each run sends (default 5s; goals: 10s; at most 1h)")
-	count := fs.Int64("count", 0, "also end each run after this many messages (0 = duration only)")
+	count := countFlag[int64](fs, "count", 0, "also end each run after this many messages (0 = duration only)")
 	warmup := fs.Duration("warmup", 0, "latency: leading part of each run not recorded (default 500ms; negative for none)")
 	payload := fs.Int("payload-size", 0, "largest MoldUDP64 packet in bytes (default 1472, a 1500-byte MTU; goals: both 8972, a jumbo MTU, and 1472)")
-	batch := fs.Int("batch", 0, "messages handed to the publisher (or sendmmsg) at once in throughput runs (default 256)")
+	batch := countFlag(fs, "batch", 0, "messages handed to the publisher (or sendmmsg) at once in throughput runs (default 256)")
 	linger := fs.Duration("linger", 0, "throughput: how long the publisher lets a partly filled packet wait for more messages (default 500µs; negative: none)")
 	rcvbuf := fs.Int("read-buffer", 0, "SO_RCVBUF request in bytes (default 32 MiB; the kernel caps it at net.core.rmem_max unless the lab runs as root, see BENCHMARKS.md)")
 	sndbuf := fs.Int("write-buffer", 0, "SO_SNDBUF request in bytes (default 4 MiB)")
@@ -126,16 +126,16 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	subCounts := fs.String("sub-counts", "1,4", "capacity: subscriber counts, comma-separated (1 runs in a goroutine, more in processes)")
 	probe := fs.Duration("probe", bench.DefaultProbeDuration, "capacity: how long each probe sends")
 	resolution := fs.Float64("resolution", bench.DefaultResolution, "capacity: stop when the lowest lossy rate is within this fraction above the highest lossless one")
-	maxProbes := fs.Int("max-probes", bench.DefaultMaxProbes, "capacity: at most this many probes per cell (the free-running one included)")
+	maxProbes := countFlag(fs, "max-probes", bench.DefaultMaxProbes, "capacity: at most this many probes per cell (the free-running one included)")
 	budget := fs.Duration("budget", bench.DefaultCapacityBudget, "capacity: no probe of a cell starts after this long")
 	withHeadroom := fs.Bool("headroom", false, "goals: search the capacity of each throughput goal's cell (--probe per probe) and report headroom = capacity / goal")
 	capFrom := fs.String("capacity-from", "", "goals: take capacities for the headroom from this capacity report (.json)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseSome(fs, args); err != nil {
 		return err
 	}
 	if mode == "" && fs.NArg() > 0 {
 		mode = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
+		if err := parseSome(fs, fs.Args()[1:]); err != nil {
 			return err
 		}
 	}
@@ -145,7 +145,6 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return benchChart(*chartOut, fs.Args(), stdout)
 	case "throughput", "latency", "raw", "capacity", "goals":
 	case "":
-		fs.Usage()
 		return usageErr("say which benchmark: throughput, latency, raw, capacity, goals or chart")
 	default:
 		return usageErr("unknown benchmark %q: want throughput, latency, raw, capacity, goals or chart", mode)
@@ -228,6 +227,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline, InlineThroughput: *inlineTput, NoGSO: *noGSO, NoGRO: *noGRO,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
 	}
+	prog := &benchProgress{w: os.Stderr, start: time.Now()}
+	cfg.Progress = prog.run
 	var matrix bench.CapacityMatrix
 	if mode == "capacity" {
 		set := map[string]bool{}
@@ -314,6 +315,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var rs []float64
 	for _, s := range strings.Split(rateSpec, ",") {
+		if t := strings.TrimSpace(s); t != "max" { // the one number syntax, then bench's own bounds
+			v, err := parseNumber(t)
+			if err != nil {
+				return usageErr("--rate %v", err)
+			}
+			s = strconv.FormatFloat(v, 'f', -1, 64)
+		}
 		r, err := bench.ParseRate(s, mode != "latency")
 		if err != nil {
 			return usageErr("--rate %v", clean(err))
@@ -340,6 +348,25 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	var runErr error
+	prog.start = time.Now()
+	switch mode {
+	case "capacity":
+		matrix.Sizes = szs
+		prog.total, prog.atMost = len(bench.CapacityCases(matrix))*(*maxProbes), true
+	case "throughput":
+		prog.total = countThroughput(sys, szs, rs, *withLoss)
+	case "latency":
+		prog.total = countLatency(sys, szs, rs, modes, *withLoss)
+	case "raw":
+		prog.total = countThroughput(sys, szs, []float64{0}, false)
+		lr := rs
+		if *rates == "" {
+			lr = []float64{bench.DefaultLatencyRate}
+		}
+		if !containsZero(lr) {
+			prog.total += countLatency(sys, szs, lr, modes, false)
+		}
+	}
 	switch mode {
 	case "capacity":
 		matrix.Sizes = szs
@@ -436,6 +463,65 @@ func containsZero(rs []float64) bool {
 		}
 	}
 	return false
+}
+
+// benchProgress writes a line to stderr as each run or capacity probe
+// starts: its place, its name and planned length, the time elapsed and
+// an estimate of the time left (from the runs so far; "at most" where a
+// capacity search may stop early). total 0: not known (goals).
+type benchProgress struct {
+	w      io.Writer
+	start  time.Time
+	n      int
+	total  int
+	atMost bool
+}
+
+func (p *benchProgress) run(name string, planned time.Duration) {
+	p.n++
+	el := time.Since(p.start)
+	place, eta := fmt.Sprintf("run %d", p.n), "?"
+	if p.total > 0 {
+		place = fmt.Sprintf("run %d/%d", p.n, max(p.total, p.n))
+		if p.atMost {
+			place = fmt.Sprintf("probe %d (at most %d)", p.n, max(p.total, p.n))
+		}
+		left := time.Duration(max(p.total-p.n+1, 0)) * planned
+		if p.n > 1 {
+			left = el / time.Duration(p.n-1) * time.Duration(max(p.total-p.n+1, 0))
+		}
+		eta = left.Round(time.Second).String()
+		if p.atMost {
+			eta = "at most " + eta
+		}
+	}
+	fmt.Fprintf(p.w, "mdbus bench: %s: %s (%v); elapsed %v, ETA %s\n", place, name, planned, el.Round(time.Second), eta)
+}
+
+// countThroughput is how many runs benchThroughput makes.
+func countThroughput(sys []bench.System, szs []bench.Sizes, rs []float64, withLoss bool) int {
+	n := len(szs) * len(rs) * len(sys)
+	if withLoss && slices.Contains(sys, bench.Mdbus) {
+		n += len(szs) * len(rs)
+	}
+	return n
+}
+
+// countLatency is how many runs benchLatency makes.
+func countLatency(sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, withLoss bool) int {
+	per := 0 // runs per size
+	for i := range rs {
+		for _, m := range modes {
+			if m == bench.PingPong && i > 0 {
+				continue
+			}
+			per += len(sys)
+			if withLoss && slices.Contains(sys, bench.Mdbus) {
+				per++
+			}
+		}
+	}
+	return per * len(szs)
 }
 
 // benchThroughput runs every size × rate × system; mdbus runs again with
@@ -554,7 +640,8 @@ func benchChart(out string, inputs []string, stdout io.Writer) error {
 	if err != nil {
 		return usageErr("-o: %v", err)
 	}
-	if err := bench.WriteChart(f, "latency by percentile", series); err != nil {
+	title := fmt.Sprintf("latency by percentile, %d series\n%s", len(series), strings.Join(inputs, ", "))
+	if err := bench.WriteChart(f, title, series); err != nil {
 		f.Close()
 		return err
 	}

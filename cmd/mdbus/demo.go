@@ -23,15 +23,15 @@ on this host's loopback interface with TTL 0 (lo must have multicast on).`)
 	netns := fs.Bool("netns", true, "run inside a private user+network namespace (set false to use the host's lo)")
 	group := fs.String("group", "239.192.0.1:31001", "multicast group:port")
 	ifname := fs.String("interface", "lo", "multicast interface")
-	subs := fs.Int("subscribers", 3, "number of subscribers (1-64)")
+	subs := countFlag(fs, "subscribers", 3, "number of subscribers (1-64)")
 	dur := fs.Duration("duration", 0, "how long to publish (default 5s)")
-	rate := fs.Float64("rate", 200_000, "messages per second")
+	rate := rateFlag(fs, "rate", 200_000, "messages per second, like 50k or 1M")
 	seed := fs.Uint64("seed", 1, "market data seed")
-	loss := fs.Float64("loss", 0, "each subscriber drops this fraction of received datagrams (0-1): watch NAKs and repairs")
-	reorder := fs.Float64("reorder", 0, "each subscriber reorders this fraction of received datagrams (0-1)")
-	dup := fs.Float64("dup", 0, "each subscriber duplicates this fraction of received datagrams (0-1)")
+	loss := probFlag(fs, "loss", 0, "each subscriber drops this fraction of received datagrams (0-1): watch NAKs and repairs")
+	reorder := probFlag(fs, "reorder", 0, "each subscriber reorders this fraction of received datagrams (0-1)")
+	dup := probFlag(fs, "dup", 0, "each subscriber duplicates this fraction of received datagrams (0-1)")
 	noRewind := fs.Bool("no-rewinder", false, "do not run the rewinder (no retransmission: losses stay lost)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	_ = netns
@@ -41,6 +41,9 @@ on this host's loopback interface with TTL 0 (lo must have multicast on).`)
 	}
 	if *rate <= 0 {
 		return usageErr("--rate %v: must be positive", *rate)
+	}
+	if *subs < 1 || *subs > 64 {
+		return usageErr("--subscribers %d: want 1 to 64", *subs)
 	}
 	ops, err := startOps("demo")
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -23,14 +24,11 @@ type impairFlags struct {
 	seed               *uint64
 }
 
-func addImpairFlags(fs interface {
-	Float64(name string, value float64, usage string) *float64
-	Uint64(name string, value uint64, usage string) *uint64
-}) impairFlags {
+func addImpairFlags(fs *flag.FlagSet) impairFlags {
 	return impairFlags{
-		loss:    fs.Float64("loss", 0, "drop this fraction of received datagrams (0-1), to watch recovery"),
-		reorder: fs.Float64("reorder", 0, "reorder this fraction of received datagrams (0-1)"),
-		dup:     fs.Float64("dup", 0, "duplicate this fraction of received datagrams (0-1)"),
+		loss:    probFlag(fs, "loss", 0, "drop this fraction of received datagrams (0-1), to watch recovery"),
+		reorder: probFlag(fs, "reorder", 0, "reorder this fraction of received datagrams (0-1)"),
+		dup:     probFlag(fs, "dup", 0, "duplicate this fraction of received datagrams (0-1)"),
 		seed:    fs.Uint64("impair-seed", 1, "seed of the impairment decisions"),
 	}
 }
@@ -52,15 +50,15 @@ Ends on SIGINT or after --duration.`)
 	out := fs.String("out", "", "group:port to send to (required)")
 	ifname := fs.String("interface", "lo", "interface for both groups")
 	ttl := fs.Int("ttl", 0, "TTL of forwarded packets; 0 keeps them on this host")
-	loss := fs.Float64("loss", 0.01, "drop probability per datagram (0-1)")
-	reorder := fs.Float64("reorder", 0, "reorder probability per datagram (0-1)")
-	dup := fs.Float64("dup", 0, "duplicate probability per datagram (0-1)")
+	loss := probFlag(fs, "loss", 0.01, "drop probability per datagram (0-1)")
+	reorder := probFlag(fs, "reorder", 0, "reorder probability per datagram (0-1)")
+	dup := probFlag(fs, "dup", 0, "duplicate probability per datagram (0-1)")
 	delay := fs.Duration("delay", 0, "added latency")
 	jitter := fs.Duration("jitter", 0, "added uniform random latency, up to this")
 	seed := fs.Uint64("seed", 1, "seed of the impairment decisions")
 	dur := fs.Duration("duration", 0, "stop after this long (0 = until SIGINT)")
 	fs.Bool("netns", false, "run inside a private user+network namespace")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	inG, err := netip.ParseAddrPort(*in)
@@ -73,6 +71,9 @@ Ends on SIGINT or after --duration.`)
 	}
 	if *dur < 0 {
 		return usageErr("--duration must not be negative")
+	}
+	if err := (impair.Config{Loss: *loss, Reorder: *reorder, Duplicate: *dup, Delay: *delay, Jitter: *jitter, Seed: *seed}).Validate(); err != nil {
+		return usageErr("%v", err) // a negative --delay or --jitter
 	}
 	ops, err := startOps("impair")
 	if err != nil {

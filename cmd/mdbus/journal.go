@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/mdbus/mdbus/fetch"
 	"github.com/mdbus/mdbus/journal"
+	"github.com/mdbus/mdbus/tools/itch"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -25,7 +27,8 @@ const journalUsage = `Usage: mdbus journal list|verify|dump|compact|repair [flag
   list     streams, their segments, sequence and time ranges, sizes, compression
   verify   read every record (CRC and sequence checks); exit 1 on corruption,
            naming the segment file and byte offset
-  dump     print records as text, hex or JSON lines (--format)
+  dump     print records as text, hex or JSON lines (--format); --decode itch50
+           decodes NASDAQ ITCH 5.0 field by field
   compact  zstd-compress every sealed segment not compressed yet
   repair   rewrite corrupt segments, fetching the damaged ranges from a
            retransmitter or rewinder (--from ADDR) instead of cutting them
@@ -68,13 +71,14 @@ func parseJournalArgs(name, about string, args []string, extra func(fs *flag.Fla
 	if extra != nil {
 		extra(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterleaved(fs, args) // flags may follow DIR
+	if err != nil {
 		return "", jf, err
 	}
-	if fs.NArg() != 1 {
-		return "", jf, usageErr("want exactly one journal directory, got %d arguments", fs.NArg())
+	if len(pos) != 1 {
+		return "", jf, usageErr("want exactly one journal directory, got %d arguments %q", len(pos), pos)
 	}
-	return fs.Arg(0), jf, nil
+	return pos[0], jf, nil
 }
 
 // openStreams opens the journal in dir read-only and lists the streams
@@ -204,11 +208,12 @@ journal (a torn tail is reported, not cut).`, args, nil)
 }
 
 func journalDump(args []string, stdout io.Writer) error {
-	var format, from, count *string
+	var format, from, count, decodeAs *string
 	dir, jf, err := parseJournalArgs("dump", `Prints records, one per line: text (sequence, time, length, quoted bytes),
 hex, or json (one object per line: session, source, incarnation, seq,
 time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 		format = fs.String("format", "text", "text, hex or json")
+		decodeAs = addDecodeFlag(fs)
 		from = fs.String("from", "", "first sequence (default: the stream's first)")
 		count = fs.String("count", "", "at most this many records per stream (default: all)")
 	})
@@ -217,6 +222,10 @@ time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 	}
 	if *format != "text" && *format != "hex" && *format != "json" {
 		return usageErr("--format %q: want text, hex or json", *format)
+	}
+	dec, err := parseDecode(*decodeAs, *format)
+	if err != nil {
+		return err
 	}
 	var fromSeq wire.Seq
 	if *from != "" {
@@ -228,11 +237,11 @@ time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 	}
 	limit := int64(-1)
 	if *count != "" {
-		n, err := strconv.ParseInt(*count, 10, 64)
-		if err != nil || n < 0 {
-			return usageErr("--count %q: want a count from 0", *count)
+		n, err := parseNumber(*count)
+		if err != nil || n != math.Trunc(n) || n >= math.MaxInt64 {
+			return usageErr("--count %q: want a count from 0, like 100 or 10k", *count)
 		}
-		limit = n
+		limit = int64(n)
 	}
 	j, infos, err := jf.openStreams(dir)
 	if err != nil {
@@ -242,6 +251,7 @@ time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	enc := json.NewEncoder(w)
+	var line []byte
 	for _, in := range infos {
 		r, err := j.OpenReader(in.ID)
 		if err != nil {
@@ -267,6 +277,12 @@ time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 			}
 			switch *format {
 			case "text":
+				if dec.itch {
+					line = fmt.Appendf(line[:0], "%d %s %d ", rec.Seq, fmtTime(rec.Time), len(rec.Data))
+					line = append(dec.appendText(line, rec.Data), '\n')
+					w.Write(line)
+					break
+				}
 				fmt.Fprintf(w, "%d %s %d %q\n", rec.Seq, fmtTime(rec.Time), len(rec.Data), rec.Data)
 			case "hex":
 				fmt.Fprintf(w, "%d %s %d %s\n", rec.Seq, fmtTime(rec.Time), len(rec.Data), hex.EncodeToString(rec.Data))
@@ -275,15 +291,20 @@ time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 				if in.ID.Source.IsValid() {
 					src = in.ID.Source.String()
 				}
+				data, decoded := hex.EncodeToString(rec.Data), json.RawMessage(nil)
+				if dec.itch {
+					data, decoded = "", itch.AppendJSON(line[:0], rec.Data)
+				}
 				_ = enc.Encode(struct {
-					Session     string `json:"session"`
-					Source      string `json:"source,omitempty"`
-					Incarnation uint32 `json:"incarnation"`
-					Seq         uint64 `json:"seq"`
-					TimeNS      int64  `json:"time_ns"`
-					Len         int    `json:"len"`
-					Data        string `json:"data_hex"`
-				}{in.ID.Session.String(), src, in.ID.Incarnation, uint64(rec.Seq), rec.Time, len(rec.Data), hex.EncodeToString(rec.Data)})
+					Session     string          `json:"session"`
+					Source      string          `json:"source,omitempty"`
+					Incarnation uint32          `json:"incarnation"`
+					Seq         uint64          `json:"seq"`
+					TimeNS      int64           `json:"time_ns"`
+					Len         int             `json:"len"`
+					Data        string          `json:"data_hex,omitempty"`
+					ITCH        json.RawMessage `json:"itch,omitempty"`
+				}{in.ID.Session.String(), src, in.ID.Incarnation, uint64(rec.Seq), rec.Time, len(rec.Data), data, decoded})
 			}
 		}
 		r.Close()

@@ -25,12 +25,22 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/mdbus/mdbus/bench"
 	"github.com/mdbus/mdbus/internal/logx"
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/publisher"
+	"github.com/mdbus/mdbus/recorder"
+	"github.com/mdbus/mdbus/replay"
+	"github.com/mdbus/mdbus/resume"
+	"github.com/mdbus/mdbus/retransmit"
+	"github.com/mdbus/mdbus/subscriber"
+	"github.com/mdbus/mdbus/tools/statsd"
 )
 
 type command struct {
@@ -60,7 +70,8 @@ Commands:
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
-Run "mdbus COMMAND -h" for a command's flags. Defaults never leave the host:
+Run "mdbus COMMAND -h" for a command's flags; "mdbus --version" prints the
+version and commit. Defaults never leave the host:
 interface lo, multicast TTL 0. Add --netns to run inside a private network
 namespace where nothing can reach a real network.
 
@@ -83,6 +94,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		reexecArgs = args
 		args = append([]string{args[0]}, rest...)
 	}
+	if len(args) >= 2 && (args[1] == "--version" || args[1] == "-version" || args[1] == "version") {
+		printVersion(stdout)
+		return 0
+	}
 	if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" {
 		usage(stdout)
 		if len(args) < 2 {
@@ -92,8 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[1]]
 	if !ok {
-		fmt.Fprintf(stderr, "mdbus: unknown command %q\n\n", args[1])
-		usage(stderr)
+		fmt.Fprintf(stderr, "mdbus: unknown command %q (run 'mdbus help' for the commands)\n", args[1])
 		return 2
 	}
 	cmdArgs := args[2:]
@@ -125,11 +139,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	err = cmd.run(ctx, cmdArgs, stdout)
 	logx.Flush(env.log)
+	if isConfigError(err) && !errors.Is(err, errUsage) {
+		err = usageErr("%v", err) // a flag's value a role refused: a usage error
+	}
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+		msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+		if !strings.Contains(msg, " -h' for help") {
+			name := "mdbus " + args[1]
+			if len(cmdArgs) > 0 && slices.Contains(subcommands[args[1]], cmdArgs[0]) {
+				name += " " + cmdArgs[0]
+			}
+			msg += " (" + helpHint(name) + ")"
+		}
+		fmt.Fprintf(stderr, "mdbus %s: %s\n", args[1], msg)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
@@ -176,6 +201,27 @@ func notifyContext(stderr io.Writer, name string) (context.Context, func()) {
 		close(done)
 		cancel()
 	}
+}
+
+// isConfigError reports whether err is a role refusing its configuration,
+// which on this command line comes from flags.
+func isConfigError(err error) bool {
+	for _, target := range []error{publisher.ErrConfig, subscriber.ErrConfig, retransmit.ErrConfig, recorder.ErrConfig,
+		replay.ErrConfig, resume.ErrConfig, statsd.ErrConfig, bench.ErrConfig} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// subcommands lists the commands whose first argument is a subcommand
+// with its own -h.
+var subcommands = map[string][]string{
+	"journal": {"list", "verify", "dump", "compact", "repair"},
+	"pcap":    {"import", "export"},
+	"statsd":  {"relay", "collect"},
+	"bench":   {"throughput", "latency", "raw", "capacity", "goals", "chart"},
 }
 
 // reexecArgs is the command line as given, globals included, for the

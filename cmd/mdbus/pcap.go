@@ -37,7 +37,8 @@ func runPcap(ctx context.Context, args []string, stdout io.Writer) error {
 			return nil
 		}
 	}
-	return usageErr("want a subcommand: import or export\n\n%s", pcapUsage)
+	fmt.Fprint(stdout, pcapUsage)
+	return usageErr("want a subcommand: import or export")
 }
 
 const pcapUsage = `Usage:
@@ -54,7 +55,7 @@ Run "mdbus pcap import -h" or "mdbus pcap export -h" for the flags.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseSome(fs, args); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()
@@ -103,10 +104,10 @@ their capture times (--speed, or --max for as fast as possible), on --interface 
 	dsts := fs.String("dst", "", "keep only packets to these destination addresses or address:ports (comma-separated)")
 	gaps := fs.String("gaps", "split", "on a gap in a stream: split (new incarnation after it) or fail")
 	noFrag := fs.Bool("no-reassembly", false, "count IP fragments as skipped instead of reassembling them")
-	reorder := fs.Int("reorder", 64, "packets a stream holds beyond a missing one, waiting for it to arrive late (0 = none)")
-	speed := fs.Float64("speed", 1, "--group pacing: 1 = capture pace, 2 = twice as fast, 0.5 = half speed")
+	reorder := countFlag(fs, "reorder", 64, "packets a stream holds beyond a missing one, waiting for it to arrive late (0 = none)")
+	speed := rateFlag(fs, "speed", 1, "--group pacing: 1 = capture pace, 2 = twice as fast, 0.5 = half speed (positive)")
 	maxPace := fs.Bool("max", false, "--group: send as fast as possible")
-	maxStreams := fs.Int("max-streams", pcap.DefaultMaxStreams, "most journal incarnations (streams) one import creates; data beyond is refused and counted (0 = no limit)")
+	maxStreams := countFlag(fs, "max-streams", pcap.DefaultMaxStreams, "most journal incarnations (streams) one import creates; data beyond is refused and counted (0 = no limit)")
 	ifname := fs.String("interface", "lo", "--group: interface multicast leaves through")
 	ttl := fs.Int("ttl", 0, "--group: multicast TTL; 0 keeps packets on this host")
 	fs.Bool("netns", false, "run inside a private user+network namespace")
@@ -442,7 +443,7 @@ are merged in packet time order, as they were on the wire.`)
 	payload := fs.Int("payload", 0, "largest MoldUDP64 packet, bytes (default 1472 IPv4, 1452 IPv6)")
 	coalesce := fs.Duration("coalesce", 0, "pack records up to this far apart in time into one packet (0 = same timestamp; negative = fill every packet)")
 	fs.Bool("netns", false, "run inside a private user+network namespace")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

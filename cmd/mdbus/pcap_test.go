@@ -78,7 +78,7 @@ func TestPcapCommandErrors(t *testing.T) {
 		{[]string{"pcap", "import", sharedCapture, "--journal", filepath.Join(dir, "j2"), "--gaps", "fail"}, 1, "messages 14764497..19009116 missing"},
 		{[]string{"pcap", "import", sharedCapture, "--group", "239.192.0.1:31001", "--speed", "0"}, 2, "--max sends as fast as possible"},
 		{[]string{"pcap", "import", sharedCapture, "--group", "239.192.0.1:31001", "--speed", "2", "--max"}, 2, "give --speed or --max, not both"},
-		{[]string{"pcap", "import", sharedCapture, "--journal", filepath.Join(dir, "j3"), "--max-streams", "-1"}, 2, "--max-streams -1"},
+		{[]string{"pcap", "import", sharedCapture, "--journal", filepath.Join(dir, "j3"), "--max-streams", "-1"}, 2, "-max-streams: \"-1\" is negative"},
 		{[]string{"pcap", "export", "--journal", dir}, 2, "--out"},
 		{[]string{"pcap", "export", "--journal", filepath.Join(dir, "j"), "--out", filepath.Join(dir, "o.pcap"), "--from", "yesterday"}, 2, "RFC 3339"},
 	} {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"strings"
@@ -107,29 +108,36 @@ func runPub(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("pub", "[flags]", `Publishes MoldUDP64 packets to a multicast group. Without --synthetic it sends
 each line of standard input as one message (the newline removed) and ends
 the session at end of input; with --synthetic it generates ITCH-shaped
-order-book messages at --rate until --count messages or --duration.`)
+order-book messages at --rate until --count messages or --duration
+(--rate R --duration D sends R x D messages).
+
+--synthetic paces the messages itself (message n is due n/R after the
+first; no drift) and, with --stamp, writes the send moment into each
+message's ITCH timestamp after its pacing wait, just before Publish: the
+one-way latency sub --stats shows is the bus's, not the wait for a rate
+slot.`)
 	gf := addGroupFlags(fs)
 	ttl := fs.Int("ttl", 0, "multicast TTL / hop limit; 0 keeps packets on this host")
 	session := fs.String("session", "", "session name, 1-10 printable characters (default: random)")
 	payload := fs.Int("payload", 0, "max UDP payload bytes per packet (default fits a 1500-byte MTU)")
 	hb := fs.Duration("heartbeat", time.Second, "heartbeat interval when idle")
 	linger := fs.Duration("linger", 0, "how long a partly filled packet may wait for more messages (0: send at once; e.g. 500us for throughput)")
-	rate := fs.Float64("rate", 0, "messages per second (0 = unlimited; --synthetic defaults to 10000)")
-	rateBytes := fs.Float64("rate-bytes", 0, "bytes per second cap (0 = unlimited)")
+	rate := rateFlag(fs, "rate", 0, "messages per second, like 200, 10k or 1.5M (0 = unlimited; --synthetic defaults to 10k)")
+	rateBytes := rateFlag(fs, "rate-bytes", 0, "bytes per second cap (0 = unlimited)")
 	syn := fs.Bool("synthetic", false, "generate synthetic market data instead of reading stdin")
-	count := fs.Int("count", 0, "with --synthetic: messages to send (0 = until --duration or interrupted)")
+	count := countFlag(fs, "count", 0, "with --synthetic: messages to send (0 = until --duration or interrupted)")
 	dur := fs.Duration("duration", 0, "with --synthetic: how long to send (0 = until --count or interrupted)")
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
 	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs, each preceded by a NAK confirm (optional)")
 	unicastFirst := fs.Bool("unicast-first", false, "with --repair-group: answer a range's first re-request unicast, the group only when a second subscriber asks (for one subscriber)")
-	stamp := fs.Bool("stamp", true, "with --synthetic: write the send time into each message's ITCH timestamp (sub --stats shows one-way latency)")
+	stamp := fs.Bool("stamp", true, "with --synthetic: write the send moment (after the pacing wait, before Publish) into each message's ITCH timestamp (sub --stats shows one-way latency)")
 	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
 	allow := fs.String("allow", "", "with --retransmit: networks re-requests are accepted from, CIDR,... (default: anyone)")
 	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit or a journal, else none; negative: none")
 	noGSO := fs.Bool("no-gso", false, "send every packet in its own sendmmsg slot instead of UDP GSO trains (GSO is used where the kernel offers it and falls back by itself)")
 	jf := addJournalWriteFlags(fs, false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()
@@ -179,10 +187,15 @@ order-book messages at --rate until --count messages or --duration.`)
 		pj = &pubJournal{j: j}
 		sinks = append(sinks, pj)
 	}
+	pubRate, inline := *rate, false
+	if *syn {
+		pubRate = 0           // pubSynthetic paces, so that it stamps after the wait
+		inline = *linger == 0 // and sends what is due at once, on its goroutine
+	}
 	pub, err := publisher.New(publisher.Config{
 		Group: group, Interface: *gf.ifname, Source: source, TTL: *ttl, Session: *session,
-		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: *rate, RateBytes: *rateBytes,
-		Linger: *linger, Sinks: sinks, Grace: *grace, Logger: env.log, DisableGSO: *noGSO,
+		PayloadSize: *payload, HeartbeatInterval: *hb, RateMessages: pubRate, RateBytes: *rateBytes,
+		Linger: *linger, Inline: inline, Sinks: sinks, Grace: *grace, Logger: env.log, DisableGSO: *noGSO,
 	})
 	if err != nil {
 		if pj != nil {
@@ -214,7 +227,7 @@ order-book messages at --rate until --count messages or --duration.`)
 	env.log.Info("publishing", "session", pub.Session().String(), "group", group.String(), "interface", *gf.ifname, "ttl", *ttl)
 	var sent int
 	if *syn {
-		sent, err = pubSynthetic(ctx, pub, *count, *dur, *seed, *stamp)
+		sent, err = pubSynthetic(ctx, pub, *count, *dur, *rate, *seed, *stamp)
 	} else {
 		sent, err = pubLines(ctx, pub, os.Stdin)
 	}
@@ -268,32 +281,68 @@ func parseAllow(val string) ([]netip.Prefix, error) {
 	return nets, nil
 }
 
-func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, seed uint64, stamp bool) (int, error) {
+// pubSynthetic publishes generated messages at rate (messages/s, > 0)
+// until count messages, dur or ctx. It paces them itself: message n is
+// due n/rate after the first (anchored, so no drift), so dur sends
+// rate x dur messages. Whatever is due is stamped at once, after the
+// wait, and handed to PublishBatch (inline: no goroutine hand-off, packed
+// into full packets); a sender that falls behind sends what is due in
+// batches of up to synthBatch, and stops at dur if still more than a
+// batch behind.
+func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, rate float64, seed uint64, stamp bool) (int, error) {
+	const synthBatch = 256
 	g := synth.New(seed)
-	var end <-chan time.Time
 	if dur > 0 {
-		end = time.After(dur)
+		if byDur := rate * dur.Seconds(); count == 0 || byDur < float64(count) {
+			count = int(math.Ceil(byDur))
+		}
 	}
-	var buf []byte
-	for n := 0; count == 0 || n < count; n++ {
-		if n%256 == 0 {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	bufs := make([][]byte, synthBatch)
+	for i := range bufs {
+		bufs[i] = make([]byte, 0, 64) // synth messages are at most 50 bytes
+	}
+	n := 0
+	start := time.Now()
+	for count == 0 || n < count {
+		if ctx.Err() != nil {
+			return n, nil
+		}
+		elapsed := time.Since(start)
+		due := int(min(elapsed.Seconds()*rate, math.MaxInt32)) + 1 // messages 0..due-1 are due
+		if count > 0 {
+			due = min(due, count)
+		}
+		if dur > 0 && elapsed >= dur && due-n > synthBatch {
+			return n, nil // more than a batch behind at the end: the machine cannot keep the rate
+		}
+		if due <= n {
+			timer.Reset(time.Until(start.Add(time.Duration(float64(n) * float64(time.Second) / rate))))
 			select {
 			case <-ctx.Done():
 				return n, nil
-			case <-end:
-				return n, nil
-			default:
+			case <-timer.C:
+			}
+			continue
+		}
+		k := min(due-n, synthBatch)
+		for i := range k {
+			bufs[i] = g.Next(bufs[i][:0])
+		}
+		if stamp {
+			now := time.Now()
+			for i := range k {
+				oneway.Stamp(bufs[i], now)
 			}
 		}
-		buf = g.Next(buf[:0])
-		if stamp {
-			oneway.Stamp(buf, time.Now())
-		}
-		if _, err := pub.Publish(buf); err != nil {
+		if _, err := pub.PublishBatch(bufs[:k]); err != nil {
 			return n, err
 		}
+		n += k
 	}
-	return count, nil
+	return n, nil
 }
 
 func pubLines(ctx context.Context, pub *publisher.Publication, in io.Reader) (int, error) {

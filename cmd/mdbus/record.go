@@ -79,7 +79,7 @@ journal back with mdbus replay.`)
 	fromStart := fs.Bool("from-start", false, "with --upstream: record each session from sequence 1, fetching what came before the join")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *jf.dir == "" {

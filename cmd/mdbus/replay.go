@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
@@ -55,18 +52,19 @@ core per packet (up to --spin, yielding, elsewhere).`)
 	fromTime := fs.String("from-time", "", "start at the first message stamped at or after this time (RFC 3339, or ns since the epoch)")
 	to := fs.Uint64("to", 0, "last sequence to replay, inclusive (default: the last held)")
 	toTime := fs.String("to-time", "", "stop before the first message stamped after this time (RFC 3339, or ns since the epoch)")
-	speed := fs.Float64("speed", 1, "pace factor: 2 replays twice as fast, 0.5 at half speed (--max: as fast as possible)")
-	rate := fs.Float64("rate", 0, "fixed rate in messages/s instead of the recorded pace")
-	pps := fs.Float64("pps", 0, "fixed rate in packets/s instead of the recorded pace")
-	mbps := fs.Float64("mbps", 0, "fixed rate in Mbit/s of MoldUDP64 packet bytes instead of the recorded pace")
+	speed := rateFlag(fs, "speed", 1, "pace factor: 2 replays twice as fast, 0.5 at half speed (--max: as fast as possible)")
+	rate := rateFlag(fs, "rate", 0, "fixed rate in messages/s instead of the recorded pace, like 500 or 10k")
+	pps := rateFlag(fs, "pps", 0, "fixed rate in packets/s instead of the recorded pace")
+	mbps := rateFlag(fs, "mbps", 0, "fixed rate in Mbit/s of MoldUDP64 packet bytes instead of the recorded pace")
 	maxPace := fs.Bool("max", false, "as fast as possible")
 	var loop loopFlag
 	fs.Var(&loop, "loop", "replay the range `N` times (--loop alone or --loop 0: until interrupted)")
 	spin := fs.Duration("spin", replay.DefaultSpin, "pacing: stop sleeping on a timer this long before a packet is due, then sleep precisely and spin (0 or negative: timer only, ~1 ms late)")
 	printFmt := fs.String("print", "", "print to stdout instead of publishing: text, hex or json")
+	decodeAs := addDecodeFlag(fs)
 	progress := fs.Duration("progress", time.Second, "progress line interval on stderr (0 = none)")
 	payload := fs.Int("payload", 0, "max UDP payload bytes per packet (default fits a 1500-byte MTU)")
-	if err := fs.Parse(joinLoopCount(args)); err != nil {
+	if err := parseFlags(fs, joinLoopCount(args)); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -93,6 +91,13 @@ core per packet (up to --spin, yielding, elsewhere).`)
 		return usageErr("--print %q: want text, hex or json", *printFmt)
 	case *from != 0 && *fromTime != "":
 		return usageErr("give --from or --from-time, not both")
+	}
+	dec, err := parseDecode(*decodeAs, *printFmt)
+	if err != nil {
+		return err
+	}
+	if dec.itch && *printFmt == "" {
+		return usageErr("--decode prints: add --print text or --print json")
 	}
 	fromNS, err := parseTimeFlag("--from-time", *fromTime)
 	if err != nil {
@@ -168,7 +173,12 @@ core per packet (up to --spin, yielding, elsewhere).`)
 	if *printFmt != "" {
 		out := bufio.NewWriterSize(stdout, 64<<10)
 		defer out.Flush()
-		opts.Emit = func(r journal.Record) error { return printRecord(out, *printFmt, name, r) }
+		var buf []byte
+		opts.Emit = func(r journal.Record) error {
+			buf = appendRecord(buf[:0], *printFmt, dec, name, r)
+			_, err := out.Write(buf)
+			return err
+		}
 	} else {
 		group, source, err := gf.parse()
 		if err != nil {
@@ -410,33 +420,35 @@ func parseTimeFlag(name, v string) (int64, error) {
 	return t.UnixNano(), nil
 }
 
-// printRecord writes one record as text, hex or a JSON line.
-func printRecord(w *bufio.Writer, format, session string, r journal.Record) error {
-	ts := time.Unix(0, r.Time).UTC().Format(time.RFC3339Nano)
+// appendRecord appends one record as a line of text, hex or JSON (session,
+// seq, time_ns, time, len, then hex or the decoded "itch" object).
+func appendRecord(b []byte, format string, dec decoder, session string, r journal.Record) []byte {
 	switch format {
 	case "json":
-		line := struct {
-			Session string `json:"session"`
-			Seq     uint64 `json:"seq"`
-			TimeNS  int64  `json:"time_ns"`
-			Time    string `json:"time"`
-			Len     int    `json:"len"`
-			Hex     string `json:"hex"`
-		}{session, uint64(r.Seq), r.Time, ts, len(r.Data), hex.EncodeToString(r.Data)}
-		b, err := json.Marshal(line)
-		if err != nil {
-			return err
-		}
-		w.Write(b)
-	case "hex":
-		fmt.Fprintf(w, "%s %d %s %x", session, r.Seq, ts, r.Data)
+		b = append(b, `{"session":`...)
+		b = appendJSONStr(b, session)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, uint64(r.Seq), 10)
+		b = append(b, `,"time_ns":`...)
+		b = strconv.AppendInt(b, r.Time, 10)
+		b = append(b, `,"time":"`...)
+		b = time.Unix(0, r.Time).UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","len":`...)
+		b = strconv.AppendInt(b, int64(len(r.Data)), 10)
+		b = dec.appendJSONField(b, r.Data, "hex")
+		b = append(b, '}')
 	default:
-		fmt.Fprintf(w, "%s %d %s ", session, r.Seq, ts)
-		if utf8.Valid(r.Data) && printable(r.Data) {
-			w.Write(r.Data)
+		b = append(b, session...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, uint64(r.Seq), 10)
+		b = append(b, ' ')
+		b = time.Unix(0, r.Time).UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, ' ')
+		if format == "hex" {
+			b = appendHex(b, r.Data)
 		} else {
-			fmt.Fprintf(w, "%x", r.Data)
+			b = dec.appendText(b, r.Data)
 		}
 	}
-	return w.WriteByte('\n')
+	return append(b, '\n')
 }

@@ -28,15 +28,15 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	repair := fs.String("repair-group", "", "multicast group:port for repairs and heartbeats (optional)")
 	always := fs.Bool("always-multicast", false, "answer every re-request on --repair-group (the default now; kept for old scripts)")
 	unicastFirst := fs.Bool("unicast-first", false, "with --repair-group: answer a range's first re-request unicast, the group only when a second subscriber asks (for one subscriber)")
-	maxMsgs := fs.Int("cache-messages", 0, "messages to keep (default 1048576)")
-	maxBytes := fs.Int("cache-bytes", 0, "bytes to keep (default 256 MiB)")
-	rate := fs.Float64("rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s)")
+	maxMsgs := countFlag(fs, "cache-messages", 0, "messages to keep (default 1048576)")
+	maxBytes := countFlag(fs, "cache-bytes", 0, "bytes to keep (default 256 MiB)")
+	rate := rateFlag(fs, "rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s; raised to 4x the feed's rate)")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
 	allow := fs.String("allow", "", "networks re-requests are accepted from, CIDR,... (default: anyone)")
 	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter (pub --retransmit, another rewind) to fill this rewinder's own holes from; a comma-separated list adds backups, asked in turn when one stops answering")
 	jf := addJournalWriteFlags(fs, false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *maxMsgs < 0 || *maxBytes < 0 || *rate < 0 || *rcvbuf < 0 || *stats < 0 {

@@ -354,9 +354,9 @@ func runStat(ctx context.Context, args []string, stdout io.Writer) error {
 	full := fs.Bool("full", false, "every counter of every process, not the 80-column summary")
 	asJSON := fs.Bool("json", false, "print JSON, one document per refresh, with rates and stream summaries")
 	clean := fs.Bool("clean", true, "remove the files of processes that are gone")
-	count := fs.Int("count", 0, "exit after this many refreshes (0 = until SIGINT)")
+	count := countFlag(fs, "count", 0, "exit after this many refreshes (0 = until SIGINT)")
 	role := fs.String("role", "", "show only processes of this role (pub, sub, rewind, ...)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *interval <= 0 || *count < 0 || *window < 0 {

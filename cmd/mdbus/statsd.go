@@ -78,7 +78,7 @@ taken.`)
 	linger := fs.Duration("linger", statsd.DefaultLinger, "how long a partly filled bus packet may wait for more metrics")
 	stats := fs.Duration("stats", 0, "print the relay's counters to stderr this often (0: only at exit)")
 	dur := fs.Duration("duration", 0, "exit after this long (0: until interrupted)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()
@@ -177,14 +177,14 @@ the relay's clock tick passes its end (--flush a multiple of the relay's
 	format := fs.String("format", "graphite", "output format: graphite or json")
 	out := fs.String("output", "-", "where flushes go: - (stdout) or a TCP address (Graphite carbon, e.g. 127.0.0.1:2003)")
 	prom := fs.String("prometheus", "", "serve Prometheus text format on this address (e.g. 127.0.0.1:9102) at /metrics")
-	maxSeries := fs.Int("max-series", statsd.DefaultMaxSeries, "most distinct series (name, type, tag set) held; a new one beyond it is refused, counted in mdbus.statsd.collector.series_refused and logged once per interval (the relays' own series are exempt)")
+	maxSeries := countFlag(fs, "max-series", statsd.DefaultMaxSeries, "most distinct series (name, type, tag set) held; a new one beyond it is refused, counted in mdbus.statsd.collector.series_refused and logged once per interval (the relays' own series are exempt)")
 	selfMetrics := fs.String("self-metrics", "auto", "when to write the mdbus.statsd.* series: auto (in a flush that has other series or a non-zero count of bad lines, refusals or losses; an idle stream's flushes are empty) or always")
-	maxMembers := fs.Int("max-set-members", statsd.DefaultMaxSetMembers, "most members of one set per interval")
+	maxMembers := countFlag(fs, "max-set-members", statsd.DefaultMaxSetMembers, "most members of one set per interval")
 	deleteIdle := fs.Bool("delete-idle", false, "omit series without data from a flush (etsy deleteIdleStats)")
 	start := fs.Uint64("start", 0, "first sequence to expect (1: ask the relay for everything from the start; 0: join live)")
 	dur := fs.Duration("duration", 0, "exit after this long (0: until interrupted)")
 	imp := addImpairFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()

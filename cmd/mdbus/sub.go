@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
@@ -26,11 +26,12 @@ func init() {
 func runSub(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("sub", "[flags]", `Joins a multicast group and delivers each stream (source + session) in
 order, once. Prints every message ("session seq text" for printable text,
-hex otherwise), or with --stats only a stats line per interval. Ends at
+hex otherwise; --format hex or json; --decode itch50 decodes NASDAQ ITCH 5.0
+field by field), or with --stats only a stats line per interval. Ends at
 --count messages, --duration, end of session with --exit-on-end, or SIGINT.`)
 	gf := addGroupFlags(fs)
 	stats := fs.Duration("stats", 0, "print a stats line every interval instead of messages (e.g. 1s)")
-	count := fs.Int("count", 0, "exit after this many messages (0 = no limit)")
+	count := countFlag(fs, "count", 0, "exit after this many messages (0 = no limit)")
 	dur := fs.Duration("duration", 0, "exit after this long (0 = no limit)")
 	exitOnEnd := fs.Bool("exit-on-end", false, "exit when a stream ends (end-of-session packet)")
 	start := fs.String("start", "live", "where each stream starts: live, session (its sequence 1), seq:N, time:RFC3339 (needs --journal); history comes from --journal, then --retransmit")
@@ -49,14 +50,24 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	secondary := fs.String("secondary", "", "A/B: second feed group:port carrying the same sessions")
 	stop := fs.Bool("stop-on-loss", false, "stop delivering a stream at its first unrecoverable loss (default: report it and continue)")
 	imp := addImpairFlags(fs)
-	latency := fs.Bool("latency", true, "with --stats: one-way latency percentiles of stamped messages (pub --synthetic stamps them)")
-	if err := fs.Parse(args); err != nil {
+	format := fs.String("format", "text", "how messages are printed: text (session seq payload), hex or json (one object per line)")
+	decodeAs := addDecodeFlag(fs)
+	latency := fs.Bool("latency", true, "with --stats: one-way latency percentiles of stamped messages (pub --synthetic stamps each at its send moment, after its pacing wait)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()
 	if err != nil {
 		return err
 	}
+	if *format != "text" && *format != "hex" && *format != "json" {
+		return usageErr("--format %q: want text, hex or json", *format)
+	}
+	dec, err := parseDecode(*decodeAs, *format)
+	if err != nil {
+		return err
+	}
+	pr := msgPrinter{format: *format, dec: dec}
 	retrAddr, backups, err := parseRetransmitters("--retransmit", *retr)
 	if err != nil {
 		return err
@@ -75,10 +86,10 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	var repairSource netip.Addr
 	if *repairSrc != "" {
 		if repairSource, err = netip.ParseAddr(*repairSrc); err != nil {
-			return fmt.Errorf("--repair-source %q: want an IP address such as 127.0.0.1: %w", *repairSrc, err)
+			return usageErr("--repair-source %q: want an IP address such as 127.0.0.1", *repairSrc)
 		}
 		if !repairG.IsValid() {
-			return fmt.Errorf("--repair-source needs --repair-group")
+			return usageErr("--repair-source needs --repair-group")
 		}
 	}
 	icfg, impaired, err := imp.config()
@@ -119,15 +130,23 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		Wrap: wrap, WrapSecondary: wrap2, Logger: env.log, MaxGap: *maxGap,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()
-			fmt.Fprintf(out, "# LOST %s [%d, %d): %d messages could not be recovered\n", l.Stream.Session, l.From, l.To, l.To-l.From)
+			if *format == "json" { // every line of the output is one JSON object
+				fmt.Fprintf(out, `{"event":"lost","session":%s,"source":%q,"from":%d,"to":%d,"messages":%d}`+"\n",
+					appendJSONStr(nil, l.Stream.Session.String()), l.Stream.Source, l.From, l.To, l.To-l.From)
+			} else {
+				fmt.Fprintf(out, "# LOST %s [%d, %d): %d messages could not be recovered\n", l.Stream.Session, l.From, l.To, l.To-l.From)
+			}
 			mu.Unlock()
 		},
 		OnMessage: func(m subscriber.Message) {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
+			if *count > 0 && n > *count {
+				return // the rest of the last packet: --count is exact
+			}
 			if *stats == 0 {
-				printMessage(msgOut, m)
+				pr.print(msgOut, m)
 			} else if lat != nil {
 				lat.Record(m.Data, time.Now())
 			}
@@ -137,7 +156,12 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 		},
 		OnEnd: func(id subscriber.StreamID, next wire.Seq) {
 			mu.Lock()
-			fmt.Fprintf(out, "# end of session %s from %s at sequence %d\n", id.Session, id.Source, next)
+			if *format == "json" {
+				fmt.Fprintf(out, `{"event":"end_of_session","session":%s,"source":%q,"next_seq":%d}`+"\n",
+					appendJSONStr(nil, id.Session.String()), id.Source, next)
+			} else {
+				fmt.Fprintf(out, "# end of session %s from %s at sequence %d\n", id.Session, id.Source, next)
+			}
 			mu.Unlock()
 			if *exitOnEnd {
 				once.Do(func() { close(done) })
@@ -236,21 +260,48 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	}
 }
 
-func printMessage(w *bufio.Writer, m subscriber.Message) {
-	fmt.Fprintf(w, "%s %d ", m.Stream.Session, m.Seq)
-	if utf8.Valid(m.Data) && printable(m.Data) {
-		w.Write(m.Data)
-	} else {
-		fmt.Fprintf(w, "%x", m.Data)
-	}
-	w.WriteByte('\n')
+// msgPrinter writes delivered messages as text, hex or JSON lines,
+// reusing one buffer and the last stream's formatted names, so that a
+// message costs no allocation. Not safe for concurrent use.
+type msgPrinter struct {
+	format string
+	dec    decoder
+	buf    []byte
+	last   subscriber.StreamID
+	named  bool
+	prefix []byte // text: "SESSION "; JSON: `{"session":"S","source":"A"`
 }
 
-func printable(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 && c != '\t' {
-			return false
+func (p *msgPrinter) print(w *bufio.Writer, m subscriber.Message) {
+	if !p.named || m.Stream != p.last {
+		p.last, p.named = m.Stream, true
+		session := m.Stream.Session.String()
+		if p.format == "json" {
+			p.prefix = append(appendJSONStr(append(p.prefix[:0], `{"session":`...), session), `,"source":`...)
+			p.prefix = appendJSONStr(p.prefix, m.Stream.Source.String())
+		} else {
+			p.prefix = append(append(p.prefix[:0], session...), ' ')
 		}
 	}
-	return true
+	b := append(p.buf[:0], p.prefix...)
+	switch p.format {
+	case "json":
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, uint64(m.Seq), 10)
+		b = append(b, `,"len":`...)
+		b = strconv.AppendInt(b, int64(len(m.Data)), 10)
+		b = p.dec.appendJSONField(b, m.Data, "hex")
+		b = append(b, '}')
+	default:
+		b = strconv.AppendUint(b, uint64(m.Seq), 10)
+		b = append(b, ' ')
+		if p.format == "hex" {
+			b = appendHex(b, m.Data)
+		} else {
+			b = p.dec.appendText(b, m.Data)
+		}
+	}
+	b = append(b, '\n')
+	w.Write(b)
+	p.buf = b
 }
