@@ -42,6 +42,7 @@ type GroupBackoff struct {
 	maxWindow time.Duration
 	rtt       time.Duration
 	group     int
+	mine      float64 // smoothed share of confirms that named a range this receiver was missing
 	pcg       rand.PCG
 }
 
@@ -65,7 +66,7 @@ func NewGroupBackoff(seed uint64) *GroupBackoff {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	g := &GroupBackoff{factor: DefaultBackoffFactor, maxWindow: DefaultMaxWindow, rtt: InitialRTT, group: 1}
+	g := &GroupBackoff{factor: DefaultBackoffFactor, maxWindow: DefaultMaxWindow, rtt: InitialRTT, group: 1, mine: 1}
 	g.pcg.Seed(seed, seed^0x9e3779b97f4a7c15)
 	return g
 }
@@ -91,16 +92,57 @@ func (g *GroupBackoff) ObserveRTT(d time.Duration) {
 // RTT is the repair round trip estimate.
 func (g *GroupBackoff) RTT() time.Duration { return g.rtt }
 
-// lambda is NORM's λ = ln(G)+1.
-func (g *GroupBackoff) lambda() float64 { return math.Log(float64(g.group)) + 1 }
+// ObserveConfirm takes one confirm heard on the repair group: mine says
+// whether it named a range this receiver was missing too. Of the confirms
+// a receiver hears, the share that name its own losses tells whether the
+// group's losses are shared: about 1/G when each receiver loses packets
+// of its own (every confirm answers one receiver), 1 when all lose the
+// same ones. Only shared losses need the back-off, so the group size it
+// is sized by is scaled down to what the losses share (see Shared).
+func (g *GroupBackoff) ObserveConfirm(mine bool) {
+	v := 0.0
+	if mine {
+		v = 1
+	}
+	g.mine += (v - g.mine) / confirmSmoothing
+}
 
-// Window is the back-off window T (0 for a group of one).
-func (g *GroupBackoff) Window() time.Duration {
+// confirmSmoothing: the share follows about the last 32 confirms.
+const confirmSmoothing = 32
+
+// Shared estimates the fraction of the group that loses what this
+// receiver loses, from 0 (losses are each receiver's own) to 1 (the
+// whole group loses the same packets): (share·G − 1)/(G − 1).
+func (g *GroupBackoff) Shared() float64 {
 	if g.group <= 1 {
+		return 0
+	}
+	n := float64(g.group)
+	return min(max((g.mine*n-1)/(n-1), 0), 1)
+}
+
+// effective is the number of receivers expected to miss what this one
+// misses: 1 + (G−1)·Shared.
+func (g *GroupBackoff) effective() float64 {
+	return 1 + float64(g.group-1)*g.Shared()
+}
+
+// lambda is NORM's λ = ln(G)+1, for the receivers sharing a loss.
+func (g *GroupBackoff) lambda() float64 { return math.Log(g.effective()) + 1 }
+
+// Window is the back-off window T: 0 when nobody else is expected to
+// miss the same packet (a group of one, or losses of one's own), where
+// waiting would only delay the repair.
+func (g *GroupBackoff) Window() time.Duration {
+	if g.effective() < minShared {
 		return 0
 	}
 	return min(time.Duration(g.factor*g.lambda()*float64(g.rtt)), g.maxWindow)
 }
+
+// minShared: below this many receivers expected per loss, asking at once
+// costs at most a duplicate request now and then.
+const minShared = 1.5
 
 // Delay draws the delay before a gap's first NAK. It does not allocate.
 func (g *GroupBackoff) Delay() time.Duration {

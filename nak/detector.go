@@ -450,6 +450,12 @@ func (d *LossDetector) OnConfirm(now monotime.Time, r Range, after time.Duration
 	return rtt, ok
 }
 
+// Overlaps reports whether any message of r is tracked missing.
+func (d *LossDetector) Overlaps(r Range) bool {
+	i := d.search(r.From)
+	return r.From < r.To && i < len(d.entries) && d.entries[i].from < r.To
+}
+
 // split cuts the entry that holds s strictly inside it in two at s, both
 // pieces keeping its timers.
 func (d *LossDetector) split(s wire.Seq) {

@@ -1042,6 +1042,7 @@ func (c *core) stats() Stats {
 	}
 	if c.backoff != nil {
 		st.GroupSize, st.RepairRTT = c.backoff.Group(), c.backoff.RTT()
+		st.SharedLoss, st.Backoff = c.backoff.Shared(), c.backoff.Window()
 	}
 	st.RecoveryP50, st.RecoveryP99, st.RecoveryMax = percentiles(c.hist)
 	if len(c.ask.addrs) > 0 {

@@ -100,11 +100,19 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 		c.backoff.SetGroup(int(cf.Group))
 	}
 	s := c.bySession[cf.Session]
-	if s == nil || s.nak == nil {
+	if s == nil {
 		return
 	}
 	if c.cfg.retrPort != 0 && c.feed == FeedRepair && s.key.source.Addr() != src.Addr() {
 		c.drop(DropUntrustedRepair) // each source's retransmitter confirms its own streams
+		return
+	}
+	r := nak.Range{From: cf.Seq, To: cf.Seq + wire.Seq(cf.Count)}
+	if c.backoff != nil && c.feed != FeedRepair && cf.Kind == wire.ConfirmSending {
+		// A confirm on the repair group: does it name a loss of ours?
+		c.backoff.ObserveConfirm(s.nak != nil && s.nak.Overlaps(r))
+	}
+	if s.nak == nil {
 		return
 	}
 	var after time.Duration
@@ -112,7 +120,7 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 		after = time.Duration(cf.After) * time.Microsecond
 		c.st.ConfirmsLater++
 	}
-	rtt, ok := s.nak.OnConfirm(now, nak.Range{From: cf.Seq, To: cf.Seq + wire.Seq(cf.Count)}, after)
+	rtt, ok := s.nak.OnConfirm(now, r, after)
 	if ok && c.backoff != nil {
 		c.backoff.ObserveRTT(rtt)
 	}

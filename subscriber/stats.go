@@ -253,6 +253,12 @@ type Stats struct {
 	// NAK.Delay or NAK.Generator is set).
 	GroupSize int
 	RepairRTT time.Duration
+	// SharedLoss estimates the share of the group that misses what this
+	// subscriber misses (0: its losses are its own, 1: all lose the same
+	// packets), from the confirms it hears; Backoff is the window the
+	// first NAK of a gap is drawn from now (0: asked at once).
+	SharedLoss float64
+	Backoff    time.Duration
 	// Repairs is the packets from the repair socket or repair group that
 	// filled at least one missing message; Recovered is the messages
 	// filled after being reported missing, from any socket.

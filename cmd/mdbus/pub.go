@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/oneway"
-	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/tools/counters"
@@ -290,59 +288,8 @@ func parseAllow(val string) ([]netip.Prefix, error) {
 // batches of up to synthBatch, and stops at dur if still more than a
 // batch behind.
 func pubSynthetic(ctx context.Context, pub *publisher.Publication, count int, dur time.Duration, rate float64, seed uint64, stamp bool) (int, error) {
-	const synthBatch = 256
-	g := synth.New(seed)
-	if dur > 0 {
-		if byDur := rate * dur.Seconds(); count == 0 || byDur < float64(count) {
-			count = int(math.Ceil(byDur))
-		}
-	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	bufs := make([][]byte, synthBatch)
-	for i := range bufs {
-		bufs[i] = make([]byte, 0, 64) // synth messages are at most 50 bytes
-	}
-	n := 0
-	start := time.Now()
-	for count == 0 || n < count {
-		if ctx.Err() != nil {
-			return n, nil
-		}
-		elapsed := time.Since(start)
-		due := int(min(elapsed.Seconds()*rate, math.MaxInt32)) + 1 // messages 0..due-1 are due
-		if count > 0 {
-			due = min(due, count)
-		}
-		if dur > 0 && elapsed >= dur && due-n > synthBatch {
-			return n, nil // more than a batch behind at the end: the machine cannot keep the rate
-		}
-		if due <= n {
-			timer.Reset(time.Until(start.Add(time.Duration(float64(n) * float64(time.Second) / rate))))
-			select {
-			case <-ctx.Done():
-				return n, nil
-			case <-timer.C:
-			}
-			continue
-		}
-		k := min(due-n, synthBatch)
-		for i := range k {
-			bufs[i] = g.Next(bufs[i][:0])
-		}
-		if stamp {
-			now := time.Now()
-			for i := range k {
-				oneway.Stamp(bufs[i], now)
-			}
-		}
-		if _, err := pub.PublishBatch(bufs[:k]); err != nil {
-			return n, err
-		}
-		n += k
-	}
-	return n, nil
+	return oneway.Feed(ctx, oneway.FeedConfig{Rate: rate, Count: count, Duration: dur, Seed: seed, Stamp: stamp},
+		func(b [][]byte) error { _, err := pub.PublishBatch(b); return err })
 }
 
 func pubLines(ctx context.Context, pub *publisher.Publication, in io.Reader) (int, error) {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
-	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
@@ -107,8 +106,15 @@ type Result struct {
 	NAKs       uint64
 	Recovered  uint64
 	Lost       uint64
-	Complete   bool
-	Err        error // why not complete
+	Unanswered uint64 // re-requests sent again: no answer within the retry interval
+	// The NAK back-off: subscribers asking the rewinder, the share of them
+	// that lose what this one loses, the window, the repair round trip.
+	Group    int
+	Shared   float64
+	Backoff  time.Duration
+	RTT      time.Duration
+	Complete bool
+	Err      error // why not complete
 	// Latency is the one-way latency of every message delivered, from
 	// the send stamp in its ITCH timestamp to delivery.
 	Latency oneway.Summary
@@ -200,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}()
 	pub, err := publisher.New(publisher.Config{
-		Group: cfg.Group, Interface: cfg.Interface, RateMessages: cfg.Rate,
+		Group: cfg.Group, Interface: cfg.Interface,
 		HeartbeatInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -227,17 +233,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 
 	sent := verify.NewHash()
-	gen := synth.New(cfg.Seed)
+	var sentMu sync.Mutex // the feed's goroutine adds, this one reads
+	sentN := func() int { sentMu.Lock(); defer sentMu.Unlock(); return sent.N() }
 	start := time.Now()
-	stopPub := time.After(cfg.Duration)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var buf []byte
 	lastSent, lastDelivered, lastAt := 0, make([]int, len(subs)), start
 	lastPkts := uint64(0)
 	// live prints one line per role, each under 80 columns.
 	live := func() {
-		n, now := sent.N(), time.Now()
+		n, now := sentN(), time.Now()
 		secs := max(now.Sub(lastAt).Seconds(), 1e-3)
 		lastAt = now
 		ps := pub.Stats()
@@ -268,25 +273,30 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			lastDelivered[i] = d
 		}
 	}
+	// The feed paces itself and stamps each batch as it is handed to
+	// Publish, so one-way latency measures the bus, not the pacing wait.
+	fctxPub, stopFeed := context.WithTimeout(ctx, cfg.Duration)
+	defer stopFeed()
+	fed := make(chan error, 1)
+	go func() {
+		_, err := oneway.Feed(fctxPub, oneway.FeedConfig{Rate: cfg.Rate, Seed: cfg.Seed, Stamp: true,
+			OnMessage: func(m []byte) { sentMu.Lock(); sent.Add(m); sentMu.Unlock() }},
+			func(b [][]byte) error { _, err := pub.PublishBatch(b); return err })
+		fed <- err
+	}()
 publish:
 	for {
 		select {
-		case <-ctx.Done():
-			fmt.Fprintln(w, "interrupted: summarising what was sent")
-			break publish
-		case <-stopPub:
+		case err := <-fed:
+			if err != nil {
+				return Summary{}, fmt.Errorf("demo: publish: %w", err)
+			}
+			if ctx.Err() != nil {
+				fmt.Fprintln(w, "interrupted: summarising what was sent")
+			}
 			break publish
 		case <-tick.C:
 			live()
-		default:
-		}
-		for range 256 { // publish in slices so the loop above stays responsive
-			buf = gen.Next(buf[:0])
-			oneway.Stamp(buf, time.Now())
-			if _, err := pub.Publish(buf); err != nil {
-				return Summary{}, fmt.Errorf("demo: publish: %w", err)
-			}
-			sent.Add(buf)
 		}
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -299,7 +309,7 @@ publish:
 	for time.Now().Before(deadline) {
 		all := true
 		for _, s := range subs {
-			if s.chk.Delivered() < sent.N() {
+			if s.chk.Delivered() < sentN() {
 				all = false
 			}
 		}
@@ -308,12 +318,15 @@ publish:
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	live()
+	if time.Since(lastAt) >= 250*time.Millisecond { // else the ticker's block just said it
+		live()
+	}
 	sum := Summary{Sent: sent.N(), Packets: pub.Stats().Packets, Elapsed: time.Since(start)}
 	want := sent.Sum()
 	for _, s := range subs {
 		st := s.s.Stats()
-		r := Result{Name: s.name, Gaps: st.Gaps, NAKs: st.NAKs, Recovered: st.Recovered, Lost: st.LostMessages}
+		r := Result{Name: s.name, Gaps: st.Gaps, NAKs: st.NAKs, Recovered: st.Recovered, Lost: st.LostMessages,
+			Unanswered: st.Retries, Group: st.GroupSize, Shared: st.SharedLoss, Backoff: st.Backoff, RTT: st.RepairRTT}
 		s.mu.Lock()
 		r.Latency = s.lat.Total()
 		s.mu.Unlock()
@@ -339,9 +352,21 @@ publish:
 		verdict := "COMPLETE: every message once, in order, byte-identical"
 		if !r.Complete {
 			verdict = "INCOMPLETE: " + r.Err.Error()
+			if r.Lost > 0 {
+				verdict += fmt.Sprintf("; %d messages declared lost: still missing 1 s after their gap was found", r.Lost)
+				if rw != nil {
+					ss := rw.ServerStats()
+					verdict += fmt.Sprintf(" (the rewinder answered %d of %d re-requests, held %d, refused: %s)",
+						ss.Answered, ss.Requests, ss.Deferred, ss.Refused)
+				}
+			}
 		}
 		fmt.Fprintf(w, "  %-6s delivered %d/%d, in order %v, duplicates %d\n", r.Name, r.Delivered, sum.Sent, r.OutOfOrder == 0, r.Duplicates)
-		fmt.Fprintf(w, "         gaps %d, NAKs %d, recovered %d, lost %d\n", r.Gaps, r.NAKs, r.Recovered, r.Lost)
+		fmt.Fprintf(w, "         gaps %d, NAKs %d (unanswered %d), recovered %d, lost %d\n", r.Gaps, r.NAKs, r.Unanswered, r.Recovered, r.Lost)
+		if r.Group > 0 {
+			fmt.Fprintf(w, "         NAK back-off: %d asking the rewinder, %.0f%% of them share this one's losses, window %v (repair round trip %v)\n",
+				r.Group, 100*r.Shared, r.Backoff.Round(time.Microsecond), r.RTT.Round(time.Microsecond))
+		}
 		fmt.Fprintf(w, "         one-way %s\n", r.Latency)
 		fmt.Fprintf(w, "         %s\n", verdict)
 	}
