@@ -108,8 +108,10 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 		return
 	}
 	r := nak.Range{From: cf.Seq, To: cf.Seq + wire.Seq(cf.Count)}
-	if c.backoff != nil && c.feed != FeedRepair && cf.Kind == wire.ConfirmSending {
-		// A confirm on the repair group: does it name a loss of ours?
+	if c.backoff != nil && c.feed != FeedRepair && cf.Kind == wire.ConfirmSending && r.From < s.horizon {
+		// A confirm on the repair group of a range this subscriber has
+		// seen past (one beyond its horizon may be a loss it has not
+		// found yet): does it name a loss of ours?
 		c.backoff.ObserveConfirm(s.nak != nil && s.nak.Overlaps(r))
 	}
 	if s.nak == nil {
