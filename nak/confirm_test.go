@@ -129,3 +129,26 @@ func TestGroupBackoffSuppression(t *testing.T) {
 	}
 	_ = monotime.Time(0)
 }
+
+// TestGroupBackoffSharedLoss: the back-off follows whether the group's
+// losses are shared. When each of G receivers loses packets of its own,
+// about 1/G of the confirms heard name one's own losses, and a lone loser
+// asks at once; when all lose the same packets, every confirm does, and
+// the window is the group's.
+func TestGroupBackoffSharedLoss(t *testing.T) {
+	g := NewGroupBackoff(3)
+	g.SetGroup(8)
+	g.rtt = 500 * time.Microsecond
+	require.Positive(t, g.Window(), "assumed shared until confirms say otherwise")
+	for i := range 400 { // independent loss: one confirm in 8 is ours
+		g.ObserveConfirm(i%8 == 0)
+	}
+	require.Less(t, g.Shared(), 0.15)
+	require.Zero(t, g.Window(), "own losses are asked at once")
+	require.Zero(t, g.Delay())
+	for range 400 { // shared loss: every confirm is ours
+		g.ObserveConfirm(true)
+	}
+	require.Greater(t, g.Shared(), 0.95)
+	require.Positive(t, g.Window())
+}
