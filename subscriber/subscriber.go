@@ -472,6 +472,7 @@ type Subscriber struct {
 	loopErr error
 
 	// Owned by the timer goroutine.
+	pollMu         sync.Mutex // owns reqs, reqTo and the send buffers: the timer goroutine, or a reader polling inline
 	reqs           []wire.Request
 	out            *sock.Batch
 	reqBuf         []byte
@@ -666,6 +667,9 @@ func (s *Subscriber) run(r *reader) {
 		err := r.readOnce()
 		if err == nil {
 			wait = readRetryMin
+			if s.repair != nil {
+				s.pollInline(monotime.Now())
+			}
 			continue
 		}
 		if s.closed.Load() {

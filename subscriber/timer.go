@@ -14,41 +14,17 @@ import (
 const idleWait = time.Hour
 
 // runTimer is the NAK timer goroutine. It sleeps until the earliest time a
-// stream's loss detector has work (or a new gap wakes it), then, under the
-// core's mutex, polls every stream with gaps: requests come back to be
-// sent, and ranges given up are reported to their streams. It sends the
-// requests after releasing the mutex. It stops when Close closes s.quit.
-// Apart from the timer made once, it allocates nothing per wake-up once its
-// request buffer has grown.
+// stream's loss detector has work (or a new gap wakes it), then polls
+// (pollSend). It stops when Close closes s.quit. Apart from the timer made
+// once, it allocates nothing per wake-up once its request buffer has grown.
 func (s *Subscriber) runTimer() {
 	defer s.wg.Done()
 	t := time.NewTimer(idleWait)
 	defer t.Stop()
 	for {
-		now := monotime.Now()
-		s.c.mu.Lock()
-		reqs, next, ok := s.c.poll(now, s.reqs[:0])
-		// Where each request goes: its source's retransmitter (poll
-		// wrote them with RetransmitPort), or the one retransmitter asked.
-		var to, from netip.AddrPort
-		switched := false
-		s.reqTo = s.reqTo[:0]
-		switch {
-		case s.cfg.RetransmitPort != 0:
-			s.reqTo = append(s.reqTo, s.c.reqTo...)
-		case s.repair != nil:
-			from = s.c.ask.addrs[s.c.ask.cur]
-			to, switched = s.c.ask.target(now, len(reqs) > 0)
-			for range reqs {
-				s.reqTo = append(s.reqTo, to)
-			}
-		}
-		s.c.mu.Unlock()
-		if switched {
-			s.logFailover(from, to)
-		}
-		s.reqs = reqs
-		s.send(reqs, s.reqTo)
+		s.pollMu.Lock()
+		next, ok := s.pollSend(monotime.Now())
+		s.pollMu.Unlock()
 		wait := idleWait
 		if ok {
 			wait = max(next.Sub(monotime.Now()), 0)
@@ -61,6 +37,56 @@ func (s *Subscriber) runTimer() {
 		case <-s.c.wake:
 		}
 	}
+}
+
+// pollInline does the recovery work due at now on a reader's goroutine,
+// right after its batch revealed a gap that is due at once (a lone
+// subscriber asks without a back-off): waking the timer goroutine would
+// add a scheduling delay to every repair, which on a busy host is most of
+// the repair's time. It does nothing when the timer goroutine is polling
+// already, and wakes it afterwards so that it sleeps towards the new
+// earliest deadline.
+func (s *Subscriber) pollInline(now monotime.Time) {
+	if t := s.c.dueAt.Load(); t == 0 || monotime.Time(t) > now || !s.pollMu.TryLock() {
+		return
+	}
+	s.pollSend(now)
+	s.pollMu.Unlock()
+	select {
+	case s.c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pollSend polls every stream with gaps under the core's mutex (requests
+// come back to be sent; ranges given up are reported to their streams),
+// then sends the requests after releasing it. It returns when to poll
+// again. s.pollMu must be held: it owns the request buffers.
+func (s *Subscriber) pollSend(now monotime.Time) (monotime.Time, bool) {
+	s.c.mu.Lock()
+	reqs, next, ok := s.c.poll(now, s.reqs[:0])
+	// Where each request goes: its source's retransmitter (poll wrote
+	// them with RetransmitPort), or the one retransmitter asked.
+	var to, from netip.AddrPort
+	switched := false
+	s.reqTo = s.reqTo[:0]
+	switch {
+	case s.cfg.RetransmitPort != 0:
+		s.reqTo = append(s.reqTo, s.c.reqTo...)
+	case s.repair != nil:
+		from = s.c.ask.addrs[s.c.ask.cur]
+		to, switched = s.c.ask.target(now, len(reqs) > 0)
+		for range reqs {
+			s.reqTo = append(s.reqTo, to)
+		}
+	}
+	s.c.mu.Unlock()
+	if switched {
+		s.logFailover(from, to)
+	}
+	s.reqs = reqs
+	s.send(reqs, s.reqTo)
+	return next, ok
 }
 
 // failoverLogEvery spaces the failover warnings: with every retransmitter
