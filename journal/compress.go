@@ -42,7 +42,7 @@ type zstdIndex struct {
 }
 
 // openZstd reads the footer and block index of a compressed segment.
-func (s *segment) openZstd(f *os.File, size int64) error {
+func (s *segment) openZstd(f *os.File, st *ioStats, size int64) error {
 	bad := func(off int64, why string) error { return &CorruptError{Path: s.path, Offset: off, Reason: why} }
 	if size < SegmentHeaderLen+zFooterLen {
 		return bad(size, "compressed segment shorter than header and footer")
@@ -51,6 +51,7 @@ func (s *segment) openZstd(f *os.File, size int64) error {
 	if _, err := f.ReadAt(ft[:], size-zFooterLen); err != nil {
 		return fmt.Errorf("journal: read %s: %w", s.path, err)
 	}
+	st.read(len(ft))
 	if string(ft[44:48]) != zFooterMagic {
 		return bad(size-zFooterLen, "compressed segment footer has a bad magic (unfinished compression?)")
 	}
@@ -63,6 +64,7 @@ func (s *segment) openZstd(f *os.File, size int64) error {
 	if _, err := f.ReadAt(ib, idxOff); err != nil {
 		return fmt.Errorf("journal: read %s: %w", s.path, err)
 	}
+	st.read(len(ib))
 	if crc(ib) != binary.LittleEndian.Uint32(ft[40:]) {
 		return bad(idxOff, "compressed segment index CRC-32C mismatch")
 	}
@@ -146,13 +148,20 @@ func (z *zstdCursor) seek(e idxEntry) error {
 	return z.load(e.off)
 }
 
-// load reads and decompresses the block at off.
+// load reads and decompresses the block at off; the block already loaded
+// is only rewound, so requests within one block read it once.
 func (z *zstdCursor) load(off int64) error {
+	if off == z.boff && z.bend != 0 {
+		z.pos = 0
+		return nil
+	}
+	z.block, z.bend, z.pos = z.block[:0], 0, 0 // nothing loaded until this load succeeds
 	bad := func(why string) error { return &CorruptError{Path: z.seg.path, Offset: off, Reason: why} }
 	var h [blockHdrLen]byte
 	if _, err := z.f.ReadAt(h[:], off); err != nil {
 		return bad("reading block header: " + err.Error())
 	}
+	z.j.io.read(blockHdrLen)
 	clen := int64(binary.LittleEndian.Uint32(h[blkCLenOff:]))
 	ulen := int(binary.LittleEndian.Uint32(h[blkULenOff:]))
 	if clen == 0 || off+blockHdrLen+clen > z.seg.zb.idxOff || ulen == 0 || ulen > maxBlockLen {
@@ -165,6 +174,8 @@ func (z *zstdCursor) load(off int64) error {
 	if _, err := z.f.ReadAt(z.cbuf, off+blockHdrLen); err != nil {
 		return bad("reading block: " + err.Error())
 	}
+	z.j.io.read(len(z.cbuf))
+	z.j.io.blocks.Add(1)
 	if crc(z.cbuf) != binary.LittleEndian.Uint32(h[blkCRCOff:]) {
 		return bad("block CRC-32C mismatch")
 	}
@@ -341,7 +352,7 @@ func (z *zstdWriter) close() {
 // synced, renamed into place, directory synced) and then replaces it in the
 // stream and removes the original. A corrupt segment is left as it is.
 func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
-	if err := seg.loadIndex(); err != nil {
+	if err := seg.loadIndex(&j.io); err != nil {
 		return err
 	}
 	if z.enc == nil {
@@ -410,9 +421,10 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		return nil
 	}
 	win.init(src, readBufLen)
+	win.st = &j.io
 	end := seg.end.Load()
 	for roff := int64(SegmentHeaderLen); roff < end; {
-		b, err := win.get(roff, end)
+		b, err := win.get(roff, end, 0)
 		if err != nil {
 			return fmt.Errorf("journal: compress %s: %w", seg.path, err)
 		}
@@ -468,7 +480,7 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 	}
 	size := off + int64(len(ib))
 	nseg := &segment{path: final, hdr: h, first: seg.first, zstd: true}
-	if err := nseg.openZstd(out, size); err != nil {
+	if err := nseg.openZstd(out, nil, size); err != nil {
 		return fmt.Errorf("journal: compress %s: the compressed copy does not read back: %w", seg.path, err)
 	}
 	nseg.size.Store(size)

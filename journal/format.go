@@ -46,6 +46,8 @@ const (
 	// maxBodyLen caps a record's length field: anything larger is
 	// corruption, never an allocation.
 	maxBodyLen = msgFixedLen + MaxMessageLen
+	// minFrameLen is the smallest framed record.
+	minFrameLen = RecordHeaderLen + (msgFixedLen+recAlign-1)/recAlign*recAlign
 	// MaxRecordLen is the largest framed record, padding included.
 	MaxRecordLen = RecordHeaderLen + (maxBodyLen+recAlign-1)/recAlign*recAlign
 )

@@ -37,6 +37,7 @@ type Journal struct {
 	closed  bool
 	torn    []TornTail
 
+	io   ioStats
 	lock *os.File      // holds the directory's write lock; nil when ReadOnly
 	comp *compressor   // nil unless cfg.Compress
 	dec  *zstd.Decoder // made on first read of a compressed segment
@@ -287,7 +288,7 @@ func (j *Journal) openSegment(path string, id StreamID, first wire.Seq, newest b
 	seg.size.Store(size)
 	seg.next.Store(uint64(first))
 	if seg.zstd {
-		if err := seg.openZstd(f, size); err != nil {
+		if err := seg.openZstd(f, &j.io, size); err != nil {
 			return nil, err
 		}
 		return seg, nil
@@ -308,8 +309,8 @@ func (j *Journal) recover(seg *segment) error {
 	}
 	defer f.Close()
 	size := seg.size.Load()
-	res := scanSegment(f, path, seg.hdr, size, true)
-	seg.idx, seg.minTime, seg.maxTime, seg.ended = res.idx, res.minTime, res.maxTime, res.ended
+	res := scanSegment(f, &j.io, path, seg.hdr, size, true)
+	seg.idx, seg.fine, seg.minTime, seg.maxTime, seg.ended = res.idx, res.fine, res.minTime, res.maxTime, res.ended
 	seg.end.Store(res.end)
 	seg.next.Store(uint64(res.next))
 	switch {
@@ -441,12 +442,12 @@ func (j *Journal) Streams() []StreamInfo {
 	j.mu.Unlock()
 	out := make([]StreamInfo, 0, len(streams))
 	for _, st := range streams {
-		out = append(out, st.info())
+		out = append(out, st.info(&j.io))
 	}
 	return out
 }
 
-func (st *stream) info() StreamInfo {
+func (st *stream) info(io *ioStats) StreamInfo {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	in := StreamInfo{ID: st.id, Segments: len(st.segs)}
@@ -472,7 +473,7 @@ func (st *stream) info() StreamInfo {
 		// An empty newest segment: the last time is the sealed one's.
 		if n := len(st.segs); n > 1 {
 			p := st.segs[n-2]
-			if p.loadIndex() == nil {
+			if p.loadIndex(io) == nil {
 				p.mu.Lock()
 				in.LastTime = max(p.maxTime, 0)
 				p.mu.Unlock()
@@ -720,8 +721,8 @@ func (j *Journal) Bounds(s wire.Session) (first, next wire.Seq, ok bool) {
 
 // AppendPacket appends one downstream packet of session s starting at
 // message from, as retransmit.Source documents.
-func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, payloadSize int) ([]byte, int, error) {
-	if max <= 0 {
+func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, count, payloadSize int) ([]byte, int, error) {
+	if count <= 0 {
 		return dst, 0, nil
 	}
 	st := j.latest(s, netip.AddrPort{})
@@ -741,6 +742,10 @@ func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, p
 		st.cur = newReader(j, st)
 	}
 	r := st.cur
+	// Positioned reads: a seek reads the headers of at most fineEvery
+	// bytes of records before from, then about what the answer carries;
+	// never the read-ahead of a sequential scan (see Stats).
+	r.want = min(payloadSize, count*minFrameLen)
 	if r.expect != from || r.err != nil {
 		if err := r.SeekSeq(from); err != nil {
 			return dst, 0, err
@@ -749,7 +754,11 @@ func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, p
 	var enc wire.Encoder
 	enc.Reset(dst, s, from, payloadSize)
 	k := 0
-	for k < max && k < wire.MaxCount {
+	for k < count && k < wire.MaxCount {
+		// Read no further than the rest of the answer can need: a
+		// framed record is longer than what it adds to the packet, and
+		// at least minFrameLen.
+		r.want = max(RecordHeaderLen, min(payloadSize-enc.Len(), (count-k)*minFrameLen))
 		rec, err := r.peek()
 		if err != nil {
 			if err == io.EOF {

@@ -33,7 +33,7 @@ func (j *Journal) retain(st *stream) {
 		st.mu.Unlock()
 		drop := j.cfg.RetainBytes > 0 && total > j.cfg.RetainBytes
 		if !drop && cutoff != 0 {
-			if oldest.loadIndex() == nil {
+			if oldest.loadIndex(&j.io) == nil {
 				oldest.mu.Lock()
 				drop = oldest.maxTime < cutoff
 				oldest.mu.Unlock()

@@ -273,12 +273,12 @@ func (j *Journal) rewrite(st *stream, seg *segment, sv salvaged, gaps []Range, f
 	nseg.size.Store(int64(len(b)))
 	nseg.end.Store(int64(len(b)))
 	nseg.next.Store(uint64(next))
-	res := scanSegment(bytesReaderAt(b), final, h, int64(len(b)), false)
+	res := scanSegment(bytesReaderAt(b), nil, final, h, int64(len(b)), false)
 	if res.corrupt != nil || res.next != next {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("journal: repair %s: the rewritten segment does not read back: %v", seg.path, res.corrupt)
 	}
-	nseg.idx, nseg.minTime, nseg.maxTime, nseg.ended, nseg.indexed = res.idx, res.minTime, res.maxTime, res.ended, true
+	nseg.idx, nseg.fine, nseg.minTime, nseg.maxTime, nseg.ended, nseg.indexed = res.idx, res.fine, res.minTime, res.maxTime, res.ended, true
 
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -27,15 +27,16 @@ type Writer struct {
 	st  *stream
 	cfg *Config
 
-	seg     *segment
-	f       *os.File
-	off     int64    // committed end of seg
-	next    wire.Seq // sequence of the next Append
-	tmax    int64    // largest time in seg
-	nextIdx int64    // offset from which the next index entry is due
-	buf     []byte
-	closed  bool
-	ended   bool
+	seg      *segment
+	f        *os.File
+	off      int64    // committed end of seg
+	next     wire.Seq // sequence of the next Append
+	tmax     int64    // largest time in seg
+	nextIdx  int64    // offset from which the next index entry is due
+	nextFine int64    // offset from which the next fine index entry is due
+	buf      []byte
+	closed   bool
+	ended    bool
 
 	// Background sync (SyncInterval): the loop goroutine waits for a kick,
 	// sleeps the interval and syncs. syncMu serializes fsync with rotation
@@ -59,7 +60,11 @@ func newWriter(j *Journal, st *stream, seg *segment, f *os.File) *Writer {
 	seg.mu.Lock()
 	w.tmax = seg.maxTime
 	if n := len(seg.idx); n > 0 {
-		w.nextIdx = seg.idx[n-1].off + indexEvery
+		c := seg.idx[n-1]
+		w.nextIdx, w.nextFine = c.off+indexEvery, c.off+fineEvery
+		if k := len(seg.fine); k > int(c.fine) {
+			w.nextFine = unpackFine(c, seg.fine[k-1]).off + fineEvery
+		}
 	}
 	if cap(seg.idx) < int(j.cfg.SegmentBytes/indexEvery)+1 {
 		// Room for every index entry of a full segment, so that appends
@@ -67,6 +72,11 @@ func newWriter(j *Journal, st *stream, seg *segment, f *os.File) *Writer {
 		idx := make([]idxEntry, len(seg.idx), int(j.cfg.SegmentBytes/indexEvery)+2)
 		copy(idx, seg.idx)
 		seg.idx = idx
+	}
+	if cap(seg.fine) < int(j.cfg.SegmentBytes/fineEvery)+1 {
+		fine := make([]uint32, len(seg.fine), int(j.cfg.SegmentBytes/fineEvery)+2)
+		copy(fine, seg.fine)
+		seg.fine = fine
 	}
 	seg.mu.Unlock()
 	w.durable.Store(uint64(w.next))
@@ -154,9 +164,14 @@ func (w *Writer) frame(b []byte, seq wire.Seq, ts int64, msg []byte) []byte {
 	at := w.off + int64(len(b))
 	if at >= w.nextIdx {
 		w.seg.mu.Lock()
-		w.seg.idx = append(w.seg.idx, idxEntry{seq: seq, off: at, tmax: w.tmax})
+		w.seg.idx = append(w.seg.idx, idxEntry{seq: seq, off: at, tmax: w.tmax, fine: uint32(len(w.seg.fine))})
 		w.seg.mu.Unlock()
-		w.nextIdx = at + indexEvery
+		w.nextIdx, w.nextFine = at+indexEvery, at+fineEvery
+	} else if at >= w.nextFine {
+		w.seg.mu.Lock()
+		w.seg.fine = append(w.seg.fine, packFine(w.seg.idx[len(w.seg.idx)-1], seq, at))
+		w.seg.mu.Unlock()
+		w.nextFine = at + fineEvery
 	}
 	w.tmax = max(w.tmax, ts)
 	return appendMessage(b, seq, ts, msg)
@@ -196,6 +211,14 @@ func (w *Writer) fail(err error) error {
 	w.seg.mu.Lock()
 	for n := len(w.seg.idx); n > 0 && w.seg.idx[n-1].off >= w.off; n-- {
 		w.seg.idx = w.seg.idx[:n-1]
+	}
+	if n := len(w.seg.idx); n == 0 {
+		w.seg.fine = w.seg.fine[:0]
+	} else {
+		c := w.seg.idx[n-1]
+		for k := len(w.seg.fine); k > int(c.fine) && unpackFine(c, w.seg.fine[k-1]).off >= w.off; k-- {
+			w.seg.fine = w.seg.fine[:k-1]
+		}
 	}
 	w.seg.mu.Unlock()
 	if terr := w.f.Truncate(w.off); terr == nil {
@@ -384,9 +407,11 @@ func (w *Writer) rotate() error {
 	}
 	old.mu.Lock()
 	old.idx = old.idx[:len(old.idx):len(old.idx)]
+	old.fine = append([]uint32(nil), old.fine...) // give back the room a full segment would need
 	old.mu.Unlock()
-	w.f, w.seg, w.off, w.tmax, w.nextIdx = f, seg, SegmentHeaderLen, math.MinInt64, 0
+	w.f, w.seg, w.off, w.tmax, w.nextIdx, w.nextFine = f, seg, SegmentHeaderLen, math.MinInt64, 0, 0
 	seg.idx = make([]idxEntry, 0, int(w.cfg.SegmentBytes/indexEvery)+2)
+	seg.fine = make([]uint32, 0, int(w.cfg.SegmentBytes/fineEvery)+2)
 	w.st.mu.Lock()
 	w.st.segs = append(w.st.segs, seg)
 	w.st.mu.Unlock()
