@@ -122,7 +122,7 @@ type zstdCursor struct {
 
 func (z *zstdCursor) openSeg(j *Journal, seg *segment) error {
 	z.close()
-	f, err := os.Open(seg.path)
+	f, err := openRegular(seg.path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("journal: read %s: %w", seg.path, err)
 	}
@@ -362,7 +362,7 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		}
 		z.enc = enc
 	}
-	src, err := os.Open(seg.path)
+	src, err := openRegular(seg.path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("journal: compress %s: %w", seg.path, err)
 	}
@@ -381,7 +381,7 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		}
 	}()
 	bw := bufio.NewWriterSize(out, 1<<20)
-	h := seg.hdr
+	h := seg.header()
 	h.flags |= flagZstd
 	var hb [SegmentHeaderLen]byte
 	bw.Write(h.append(hb[:0]))
@@ -440,9 +440,11 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		}
 		z.ubuf = append(z.ubuf, b[:fr.n]...)
 		count++
-		if fr.typ == recEnd {
+		switch fr.typ {
+		case recEnd:
 			ended = true
-		} else {
+		case recSeal:
+		default:
 			if minTime == math.MinInt64 {
 				minTime = fr.ts
 			}
@@ -491,9 +493,9 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 
 	st.mu.Lock()
 	i := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].first >= seg.first })
-	if i == len(st.segs) || st.segs[i] != seg || (i == len(st.segs)-1 && !st.newestSealed()) {
+	if i == len(st.segs) || st.segs[i] != seg || (i == len(st.segs)-1 && !st.newestSealed()) || seg.header().flags != h.flags&^flagZstd {
 		st.mu.Unlock()
-		_ = os.Remove(tmp) // removed by retention meanwhile
+		_ = os.Remove(tmp) // removed or marked by retention meanwhile
 		return nil
 	}
 	if err := os.Rename(tmp, final); err != nil {

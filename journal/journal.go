@@ -36,6 +36,7 @@ type Journal struct {
 	readers map[*Reader]struct{}
 	closed  bool
 	torn    []TornTail
+	damaged []Damage
 
 	io   ioStats
 	lock *os.File      // holds the directory's write lock; nil when ReadOnly
@@ -88,15 +89,26 @@ func Open(dir string, cfg Config) (*Journal, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	for _, e := range ents {
-		if !e.IsDir() {
+		if e.Name() == lockName {
 			continue
 		}
+		path := filepath.Join(dir, e.Name())
 		id, ok := parseStreamDir(e.Name())
-		if !ok {
-			j.log.Warn("journal: ignoring a directory that is not a stream", "dir", filepath.Join(dir, e.Name()))
+		switch {
+		case e.Type()&fs.ModeType != 0 && !e.IsDir():
+			// Never followed: a link could point anywhere, a FIFO blocks.
+			j.damage(path, id, "a "+kindOf(e.Type())+" in the journal directory, where only stream directories belong; not read")
+			continue
+		case !e.IsDir():
+			if ok {
+				j.damage(path, id, "a file where a stream directory belongs; not read")
+			}
+			continue // somebody's notes: not the journal's
+		case !ok:
+			j.damage(path, id, "a directory whose name is not a stream's (SESSIONHEX_SOURCEHEX_INCARNATION); its segments are not read")
 			continue
 		}
-		st, err := j.openStream(filepath.Join(dir, e.Name()), id)
+		st, err := j.openStream(path, id)
 		if err != nil {
 			j.unlock()
 			return nil, err
@@ -177,12 +189,22 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 	var files []file
 	for _, e := range ents {
 		name := e.Name()
+		path := filepath.Join(dir, name)
 		if strings.HasSuffix(name, tmpExt) {
-			j.removeFile(filepath.Join(dir, name), "unfinished temporary file")
+			j.removeFile(path, "unfinished temporary file")
 			continue
 		}
 		first, ext, ok := parseSegName(name)
 		if !ok {
+			j.damage(path, id, "not a segment name (20 decimal digits of its first sequence, .seg or .zst): a renamed segment? not read")
+			continue
+		}
+		if !e.Type().IsRegular() {
+			err := fmt.Errorf("journal: segment %s is a %s: %w", path, kindOf(e.Type()), ErrNotRegular)
+			if !j.cfg.ReadOnly {
+				return nil, fmt.Errorf("%w; replace it by the segment file or move it away", err)
+			}
+			j.damage(path, id, "a "+kindOf(e.Type())+" in place of a segment; not read")
 			continue
 		}
 		files = append(files, file{first, ext})
@@ -202,9 +224,14 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 			files = append(files[:i+1], files[i+2:]...)
 		}
 		last := i == len(files)-1
-		seg, err := j.openSegment(filepath.Join(dir, segName(f.first, f.ext)), id, f.first, last)
+		path := filepath.Join(dir, segName(f.first, f.ext))
+		seg, err := j.openSegment(path, id, f.first, last)
 		if err != nil {
-			return nil, err
+			if !j.cfg.ReadOnly {
+				return nil, err
+			}
+			j.damage(path, id, damageReason(err)+"; not read")
+			continue
 		}
 		if seg == nil {
 			continue
@@ -222,10 +249,16 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 		if !j.cfg.ReadOnly {
 			j.log.Warn("journal: removing a stream directory without segments", "dir", dir)
 			_ = os.Remove(dir)
+		} else {
+			j.damage(dir, id, "stream directory holds no readable segment (emptied, or a crash before its first segment was written)")
 		}
 		return nil, nil
 	}
-	st.created = st.segs[0].hdr.created
+	if h := st.segs[0].header(); h.version != 1 && h.flags&(flagOrigin|flagRetained) == 0 {
+		j.damage(st.segs[0].path, id, fmt.Sprintf(
+			"oldest segment was neither the stream's first nor left by retention: the segments before sequence %d are missing (deleted?)", st.segs[0].first))
+	}
+	st.created = st.segs[0].header().created
 	// Sealed segments end at their sizes; the newest one's end is found by
 	// a scan that cuts a torn tail.
 	for _, s := range st.segs {
@@ -238,6 +271,13 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 		if err := j.recover(newest); err != nil {
 			return nil, err
 		}
+		if newest.sealed && newest.bad == nil {
+			// The writer seals a segment only after its successor is on
+			// disk: this one's successor was removed or emptied.
+			newest.bad = &CorruptError{Path: newest.path, Offset: newest.end.Load(), Reason: fmt.Sprintf(
+				"segment is sealed, the stream goes on at sequence %d, but the segment after it is missing (deleted or emptied?)", newest.nextSeq())}
+			j.damage(newest.path, id, newest.bad.(*CorruptError).Reason)
+		}
 	}
 	st.bad = newest.bad
 	return st, nil
@@ -248,7 +288,7 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 // returns nil for a newest segment without a complete header (a crash
 // while it was being created).
 func (j *Journal) openSegment(path string, id StreamID, first wire.Seq, newest bool) (*segment, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open segment %s: %w", path, err)
 	}
@@ -303,14 +343,14 @@ func (j *Journal) recover(seg *segment) error {
 	if j.cfg.ReadOnly {
 		flag = os.O_RDONLY
 	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, err := openRegular(path, flag, 0)
 	if err != nil {
 		return fmt.Errorf("journal: open segment %s: %w%s", path, err, hint(err))
 	}
 	defer f.Close()
 	size := seg.size.Load()
 	res := scanSegment(f, &j.io, path, seg.hdr, size, true)
-	seg.idx, seg.fine, seg.minTime, seg.maxTime, seg.ended = res.idx, res.fine, res.minTime, res.maxTime, res.ended
+	seg.idx, seg.fine, seg.minTime, seg.maxTime, seg.ended, seg.sealed = res.idx, res.fine, res.minTime, res.maxTime, res.ended, res.sealed
 	seg.end.Store(res.end)
 	seg.next.Store(uint64(res.next))
 	switch {
@@ -463,7 +503,7 @@ func (st *stream) info(io *ioStats) StreamInfo {
 			in.Compressed++
 		}
 	}
-	in.FirstTime = st.segs[0].firstTime()
+	in.FirstTime = st.segs[0].firstTime(io)
 	newest.mu.Lock()
 	in.LastTime = newest.maxTime
 	in.Ended = newest.ended
@@ -484,7 +524,7 @@ func (st *stream) info(io *ioStats) StreamInfo {
 }
 
 // firstTime is the time of the segment's first record, 0 if unknown.
-func (s *segment) firstTime() int64 {
+func (s *segment) firstTime(io *ioStats) int64 {
 	s.mu.Lock()
 	t := s.minTime
 	s.mu.Unlock()
@@ -494,13 +534,14 @@ func (s *segment) firstTime() int64 {
 	if s.zstd {
 		return 0
 	}
-	f, err := os.Open(s.path)
+	f, err := openRegular(s.path, os.O_RDONLY, 0)
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
 	b := make([]byte, MaxRecordLen)
 	n, _ := f.ReadAt(b, SegmentHeaderLen)
+	io.read(n)
 	if fr, st := decodeFrame(b[:n]); st == frameOK && fr.typ == recMessage {
 		s.mu.Lock()
 		s.minTime = fr.ts
@@ -547,7 +588,7 @@ func (j *Journal) Create(session wire.Session, source netip.AddrPort, first wire
 		return nil, fmt.Errorf("journal: create stream %s: %w%s", id, err, hint(err))
 	}
 	created := time.Now().UnixNano()
-	seg, f, err := j.createSegment(dir, segHeader{id: id, first: first, created: created})
+	seg, f, err := j.createSegment(dir, segHeader{flags: flagOrigin, id: id, first: first, created: created})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -576,6 +617,7 @@ func hint(err error) string {
 // createSegment writes a new segment file holding only its header, synced
 // with its directory.
 func (j *Journal) createSegment(dir string, h segHeader) (*segment, *os.File, error) {
+	h.version = FormatVersion
 	path := filepath.Join(dir, segName(h.first, segExt))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -642,7 +684,7 @@ func (j *Journal) Resume(id StreamID) (*Writer, error) {
 	if seg.zstd {
 		return nil, fmt.Errorf("journal: resume %s: its newest segment is compressed", id)
 	}
-	f, err := os.OpenFile(seg.path, os.O_RDWR, 0)
+	f, err := openRegular(seg.path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("journal: resume %s: %w%s", id, err, hint(err))
 	}
@@ -793,7 +835,7 @@ const lockName = "LOCK"
 // across processes, because recovery cuts torn tails and a second writer
 // would cut the first one's records in flight. ReadOnly opens take none.
 func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openRegular(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("journal: lock %s: %w%s", dir, err, hint(err))
 	}

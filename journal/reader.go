@@ -101,21 +101,21 @@ func (r *Reader) SeekSeq(seq wire.Seq) error {
 // corruption, so a damaged length never makes it serve another record.
 func (r *Reader) skipTo(seq wire.Seq) {
 	end := r.seg.end.Load()
-	var h [RecordHeaderLen]byte
-	for r.expect < seq && r.off+RecordHeaderLen <= end {
+	var h [RecordHeaderLen + 1]byte // with the type
+	for r.expect < seq && r.off+int64(len(h)) <= end {
 		var b []byte
-		if rel := r.off - r.win.start; rel >= 0 && rel+RecordHeaderLen <= int64(len(r.win.buf)) {
+		if rel := r.off - r.win.start; rel >= 0 && rel+int64(len(h)) <= int64(len(r.win.buf)) {
 			b = r.win.buf[rel:]
 		} else {
 			n, _ := r.f.ReadAt(h[:], r.off)
 			r.j.io.read(n)
-			if n < RecordHeaderLen {
+			if n < len(h) {
 				return
 			}
 			b = h[:]
 		}
 		l := binary.LittleEndian.Uint32(b[recLenOff:])
-		if l < msgFixedLen || l > maxBodyLen {
+		if t := b[RecordHeaderLen]; l < msgFixedLen || l > maxBodyLen || (t != recMessage && t != recPacket && t != recSame) {
 			return
 		}
 		n := int64(RecordHeaderLen + align(int(l)))
@@ -145,7 +145,7 @@ func (r *Reader) position(seg *segment, e idxEntry) error {
 				return err
 			}
 		} else {
-			f, err := os.Open(seg.path)
+			f, err := openRegular(seg.path, os.O_RDONLY, 0)
 			if err != nil {
 				return fmt.Errorf("journal: read %s: %w", seg.path, err)
 			}
@@ -222,7 +222,7 @@ func (r *Reader) Next() (Record, error) {
 			if st == frameOK && fr.typ == recMessage && fr.seq == r.expect && r.off+int64(fr.n) <= end {
 				r.off += int64(fr.n)
 				r.expect++
-				return Record{Seq: fr.seq, Time: fr.ts, Data: fr.data}, nil
+				return Record{Seq: fr.seq, Time: fr.ts, Data: fr.data, Packet: fr.mark}, nil
 			}
 		}
 	}
@@ -326,6 +326,28 @@ func (r *Reader) peek() (Record, error) {
 			r.err = &CorruptError{Path: r.seg.path, Offset: at, Reason: status.String()}
 			return Record{}, r.err
 		}
+		if fr.typ == recSeal {
+			// The stream goes on in the next segment, which the writer
+			// created before it sealed this one.
+			if fr.seq != r.expect {
+				r.err = &CorruptError{Path: r.seg.path, Offset: at, Reason: fmt.Sprintf(
+					"segment sealed at sequence %d where %d was expected", fr.seq, r.expect)}
+				return Record{}, r.err
+			}
+			nxt := r.following()
+			if nxt == nil {
+				return Record{}, io.EOF
+			}
+			if nxt.first != r.expect {
+				r.err = &CorruptError{Path: nxt.path, Offset: 0, Reason: fmt.Sprintf(
+					"segment starts at sequence %d where %d was expected (records missing)", nxt.first, r.expect)}
+				return Record{}, r.err
+			}
+			if err := r.position(nxt, idxEntry{seq: nxt.first, off: SegmentHeaderLen}); err != nil {
+				return Record{}, err
+			}
+			continue
+		}
 		if fr.typ == recEnd {
 			return Record{}, io.EOF
 		}
@@ -334,7 +356,7 @@ func (r *Reader) peek() (Record, error) {
 				"sequence %d where %d was expected", fr.seq, r.expect)}
 			return Record{}, r.err
 		}
-		r.pending = Record{Seq: fr.seq, Time: fr.ts, Data: fr.data}
+		r.pending = Record{Seq: fr.seq, Time: fr.ts, Data: fr.data, Packet: fr.mark}
 		r.pendingN = fr.n
 		r.hasPending = true
 		return r.pending, nil

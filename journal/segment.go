@@ -93,11 +93,19 @@ type segment struct {
 	minTime int64    // time of the first record (math.MinInt64 if none)
 	maxTime int64    // largest record time (math.MinInt64 if none)
 	ended   bool     // holds the end-of-session record
+	sealed  bool     // ends with a seal record: the stream goes on in the next segment
 	bad     error    // corruption found by a scan
 	zb      *zstdIndex
 }
 
 func (s *segment) nextSeq() wire.Seq { return wire.Seq(s.next.Load()) }
+
+// header returns the segment's header (retention may set a flag in it).
+func (s *segment) header() segHeader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hdr
+}
 
 // scanResult is what a full scan of an uncompressed segment found.
 type scanResult struct {
@@ -108,6 +116,7 @@ type scanResult struct {
 	minTime int64
 	maxTime int64
 	ended   bool
+	sealed  bool // ends with a seal record
 	// Exactly one of these may be set when the scan stopped early.
 	torn    bool // a torn tail starts at end (only when tail is allowed)
 	corrupt *CorruptError
@@ -135,6 +144,8 @@ func scanSegment(f io.ReaderAt, st *ioStats, path string, h segHeader, size int6
 			switch {
 			case res.ended:
 				st, reason = frameBadBody, "record after the end of session"
+			case res.sealed:
+				st, reason = frameBadBody, "record after the seal of the segment"
 			case fr.seq != res.next:
 				st, reason = frameBadBody, fmt.Sprintf("sequence %d where %d was expected", fr.seq, res.next)
 			}
@@ -147,9 +158,12 @@ func scanSegment(f io.ReaderAt, st *ioStats, path string, h segHeader, size int6
 			res.corrupt = &CorruptError{Path: path, Offset: off, Reason: reason}
 			return res
 		}
-		if fr.typ == recEnd {
+		switch fr.typ {
+		case recEnd:
 			res.ended = true
-		} else {
+		case recSeal:
+			res.sealed = true
+		default:
 			if off >= nextIdx {
 				res.idx = append(res.idx, idxEntry{seq: fr.seq, off: off, tmax: res.maxTime, fine: uint32(len(res.fine))})
 				nextIdx, nextFine = off+indexEvery, off+fineEvery
@@ -273,14 +287,14 @@ func (s *segment) loadIndex(st *ioStats) error {
 	if s.zstd {
 		return s.bad // the block index is read when the segment is opened
 	}
-	f, err := os.Open(s.path)
+	f, err := openRegular(s.path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("journal: open %s: %w", s.path, err)
 	}
 	defer f.Close()
 	end := s.end.Load()
 	res := scanSegment(f, st, s.path, s.hdr, end, false)
-	s.idx, s.fine, s.minTime, s.maxTime, s.ended = res.idx, res.fine, res.minTime, res.maxTime, res.ended
+	s.idx, s.fine, s.minTime, s.maxTime, s.ended, s.sealed = res.idx, res.fine, res.minTime, res.maxTime, res.ended, res.sealed
 	s.indexed = true
 	if res.corrupt != nil {
 		s.bad = res.corrupt

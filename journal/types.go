@@ -60,9 +60,10 @@ type StreamInfo struct {
 // Record is one journaled message. Data is valid until the next call on
 // the Reader that returned it.
 type Record struct {
-	Seq  wire.Seq
-	Time int64 // ns since the Unix epoch (send or receive time)
-	Data []byte
+	Seq    wire.Seq
+	Time   int64 // ns since the Unix epoch (send or receive time)
+	Data   []byte
+	Packet PacketMark // whether it started a packet or shared the one before; PacketUnknown if not recorded
 }
 
 // Errors.

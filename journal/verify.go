@@ -75,6 +75,8 @@ type salvaged struct {
 	recs     []frame // good message records, in sequence order, data copied
 	ended    bool
 	endTime  int64
+	sealed   bool // ends with a seal record
+	sealTime int64
 	firstBad *CorruptError
 }
 
@@ -91,12 +93,19 @@ func (j *Journal) salvage(seg *segment) (salvaged, error) {
 	}
 	expect := seg.first
 	take := func(fr frame, off int64) {
-		if sv.ended {
-			note(off, "record after the end of session")
+		if sv.ended || sv.sealed {
+			note(off, "record after the end of session or the seal of the segment")
 			return
 		}
-		if fr.typ == recEnd {
+		switch fr.typ {
+		case recEnd:
 			sv.ended, sv.endTime = true, fr.ts
+			return
+		case recSeal:
+			if fr.seq != expect {
+				note(off, fmt.Sprintf("segment sealed at sequence %d where %d was expected", fr.seq, expect))
+			}
+			sv.sealed, sv.sealTime = true, fr.ts
 			return
 		}
 		if fr.seq != expect {
@@ -132,7 +141,7 @@ func (j *Journal) salvage(seg *segment) (salvaged, error) {
 			}
 		}
 	} else {
-		b, err := os.ReadFile(seg.path)
+		b, err := readRegular(seg.path, &j.io)
 		if err != nil {
 			return sv, fmt.Errorf("journal: read %s: %w", seg.path, err)
 		}
@@ -142,7 +151,7 @@ func (j *Journal) salvage(seg *segment) (salvaged, error) {
 		}
 		for off := int64(SegmentHeaderLen); off < end; {
 			fr, st := decodeFrame(b[off:end])
-			if st == frameOK && (fr.typ == recEnd || fr.seq >= expect) {
+			if st == frameOK && (fr.typ != recMessage || fr.seq >= expect) {
 				take(fr, off)
 				off += int64(fr.n)
 				continue
@@ -236,7 +245,7 @@ func (j *Journal) Repair(id StreamID, fetch func(r Range) ([][]byte, error)) ([]
 func (j *Journal) rewrite(st *stream, seg *segment, sv salvaged, gaps []Range, fills map[wire.Seq][][]byte, next wire.Seq, newest bool) error {
 	final := filepath.Join(st.dir, segName(seg.first, segExt))
 	tmp := final + tmpExt
-	h := seg.hdr
+	h := seg.header()
 	h.flags &^= flagZstd
 	b := h.append(make([]byte, 0, SegmentHeaderLen))
 	ts := int64(math.MinInt64)
@@ -245,13 +254,13 @@ func (j *Journal) rewrite(st *stream, seg *segment, sv salvaged, gaps []Range, f
 	for seq := seg.first; seq < next; {
 		if gi < len(gaps) && gaps[gi].From == seq {
 			if ts == math.MinInt64 {
-				ts = seg.firstTime()
+				ts = seg.firstTime(&j.io)
 				if ts == 0 && ri < len(sv.recs) {
 					ts = sv.recs[ri].ts
 				}
 			}
 			for k, m := range fills[seq] {
-				b = appendMessage(b, seq+wire.Seq(k), ts, m)
+				b = appendMessage(b, seq+wire.Seq(k), ts, m, PacketUnknown)
 			}
 			seq = gaps[gi].To
 			gi++
@@ -259,12 +268,14 @@ func (j *Journal) rewrite(st *stream, seg *segment, sv salvaged, gaps []Range, f
 		}
 		r := sv.recs[ri]
 		ri++
-		b = appendMessage(b, r.seq, r.ts, r.data)
+		b = appendMessage(b, r.seq, r.ts, r.data, r.mark)
 		ts = r.ts
 		seq++
 	}
 	if sv.ended {
 		b = appendEnd(b, next, sv.endTime)
+	} else if sv.sealed {
+		b = appendSeal(b, next, sv.sealTime)
 	}
 	if err := writeFileSync(tmp, b); err != nil {
 		return fmt.Errorf("journal: repair %s: %w%s", seg.path, err, hint(err))

@@ -134,9 +134,17 @@ func (w *Writer) check(seq wire.Seq) error {
 }
 
 // Append adds message seq, which must be Next() (ErrOutOfOrder
-// otherwise), timestamped ts (ns since the Unix epoch). It allocates
-// nothing. The record is durable per the Config's SyncPolicy.
+// otherwise), timestamped ts (ns since the Unix epoch), its packet
+// unknown. It allocates nothing. The record is durable per the Config's
+// SyncPolicy.
 func (w *Writer) Append(seq wire.Seq, ts int64, msg []byte) error {
+	return w.AppendMarked(seq, ts, msg, PacketUnknown)
+}
+
+// AppendMarked is Append recording what is known of the message's packet
+// (PacketStart for the first message of a packet, PacketSame for the
+// others), so that the packets can be rebuilt as they were on the wire.
+func (w *Writer) AppendMarked(seq wire.Seq, ts int64, msg []byte, mark PacketMark) error {
 	if err := w.check(seq); err != nil {
 		return err
 	}
@@ -146,13 +154,13 @@ func (w *Writer) Append(seq wire.Seq, ts int64, msg []byte) error {
 	if err := w.room(frameLen(len(msg))); err != nil {
 		return err
 	}
-	w.buf = w.frame(w.buf[:0], seq, ts, msg)
+	w.buf = w.frame(w.buf[:0], seq, ts, msg, mark)
 	return w.commit(w.buf, seq+1)
 }
 
 // room rotates the segment when n more bytes would pass SegmentBytes.
 func (w *Writer) room(n int) error {
-	if w.off+int64(n) > w.cfg.SegmentBytes && w.off > SegmentHeaderLen {
+	if w.off+int64(n)+sealLen > w.cfg.SegmentBytes && w.off > SegmentHeaderLen {
 		return w.rotate()
 	}
 	return nil
@@ -160,7 +168,7 @@ func (w *Writer) room(n int) error {
 
 // frame appends the record of message seq to b (pending bytes after off),
 // noting an index entry when one is due.
-func (w *Writer) frame(b []byte, seq wire.Seq, ts int64, msg []byte) []byte {
+func (w *Writer) frame(b []byte, seq wire.Seq, ts int64, msg []byte, mark PacketMark) []byte {
 	at := w.off + int64(len(b))
 	if at >= w.nextIdx {
 		w.seg.mu.Lock()
@@ -174,7 +182,7 @@ func (w *Writer) frame(b []byte, seq wire.Seq, ts int64, msg []byte) []byte {
 		w.nextFine = at + fineEvery
 	}
 	w.tmax = max(w.tmax, ts)
-	return appendMessage(b, seq, ts, msg)
+	return appendMessage(b, seq, ts, msg, mark)
 }
 
 // commit writes b, the framed records up to next, and publishes them.
@@ -227,8 +235,9 @@ func (w *Writer) fail(err error) error {
 	return w.latch(err)
 }
 
-// AppendPacket appends every message of a MoldUDP64 data packet. Messages
-// below Next are skipped (already held); a packet starting beyond Next is
+// AppendPacket appends every message of a MoldUDP64 data packet, marking
+// which ones shared it (PacketStart, then PacketSame). Messages below Next
+// are skipped (already held); a packet starting beyond Next is
 // ErrOutOfOrder. An end-of-session packet records the end (End); a
 // heartbeat is ignored.
 func (w *Writer) AppendPacket(pkt []byte, ts int64) error {
@@ -257,13 +266,14 @@ func (w *Writer) AppendPacket(pkt []byte, ts int64) error {
 	}
 	b := w.buf[:0]
 	next := w.next
+	mark := PacketStart
 	for {
 		msg, seq, ok := it.Next()
 		if !ok {
 			break
 		}
 		n := frameLen(len(msg))
-		if w.off+int64(len(b)+n) > w.cfg.SegmentBytes && w.off+int64(len(b)) > SegmentHeaderLen || len(b)+n > cap(b) {
+		if w.off+int64(len(b)+n)+sealLen > w.cfg.SegmentBytes && w.off+int64(len(b)) > SegmentHeaderLen || len(b)+n > cap(b) {
 			if len(b) > 0 {
 				if err := w.commit(b, next); err != nil {
 					return err
@@ -274,7 +284,8 @@ func (w *Writer) AppendPacket(pkt []byte, ts int64) error {
 				return err
 			}
 		}
-		b = w.frame(b, seq, ts, msg)
+		b = w.frame(b, seq, ts, msg, mark)
+		mark = PacketSame
 		next = seq + 1
 	}
 	if len(b) == 0 {
@@ -395,13 +406,32 @@ func (w *Writer) rotate() error {
 	if next := old.next.Load(); next > w.durable.Load() {
 		w.durable.Store(next)
 	}
-	h := old.hdr
+	h := old.header()
+	h.flags &^= flagOrigin | flagRetained
 	h.first = w.next
 	h.created = time.Now().UnixNano()
 	seg, f, err := w.j.createSegment(w.st.dir, h)
 	if err != nil {
 		return w.latch(err)
 	}
+	// Seal the old segment only now that the next one is on disk: a
+	// sealed segment without a successor is a deleted segment, never a
+	// crash in the middle of a rotation.
+	w.buf = appendSeal(w.buf[:0], w.next, h.created)
+	if _, err := w.f.Write(w.buf); err != nil {
+		f.Close()
+		return w.fail(fmt.Errorf("journal: seal %s: %w%s", old.path, err, hint(err)))
+	}
+	if err := fdatasync(w.f); err != nil {
+		f.Close()
+		return w.latch(fmt.Errorf("journal: seal %s: %w%s", old.path, err, hint(err)))
+	}
+	w.off += int64(len(w.buf))
+	old.end.Store(w.off)
+	old.size.Store(w.off)
+	old.mu.Lock()
+	old.sealed = true
+	old.mu.Unlock()
 	if err := w.f.Close(); err != nil {
 		w.j.log.Warn("journal: close sealed segment", "path", old.path, "err", err)
 	}

@@ -158,14 +158,20 @@ func journalList(args []string, stdout io.Writer) error {
 	for _, t := range j.TornTails() {
 		fmt.Fprintf(w, "torn tail: %s from offset %d (%d bytes), cut at the next read-write open\n", t.Path, t.Offset, t.Bytes)
 	}
+	for _, d := range j.Damage() {
+		fmt.Fprintf(w, "DAMAGED %s (mdbus journal verify for all of it)\n", d)
+	}
 	return nil
 }
 
 func journalVerify(args []string, stdout io.Writer) error {
 	dir, jf, err := parseJournalArgs("verify", `Reads every record of every segment, checking lengths, CRC-32C and sequence
-continuity. Exits 1 when anything is corrupt, naming the file and byte
-offset of the first bad record of each damaged segment. Does not modify the
-journal (a torn tail is reported, not cut).`, args, nil)
+continuity within and across segments, and the layout: every stream
+directory and segment missing, empty, renamed, linked (a symbolic link,
+FIFO or device in place of a file, refused without following or blocking)
+or unparsable, and every run of sequences missing between segments. Exits
+1 when anything is wrong, naming the file (and byte offset) of each
+problem. Does not modify the journal (a torn tail is reported, not cut).`, args, nil)
 	if err != nil {
 		return err
 	}
@@ -195,6 +201,17 @@ journal (a torn tail is reported, not cut).`, args, nil)
 	}
 	for _, t := range j.TornTails() {
 		fmt.Fprintf(stdout, "torn tail %s from offset %d (%d bytes): not corruption; cut at the next read-write open\n", t.Path, t.Offset, t.Bytes)
+	}
+	damaged := j.Damage()
+	for _, d := range damaged {
+		fmt.Fprintf(stdout, "DAMAGED %s\n", d)
+	}
+	if len(damaged) > 0 {
+		msg := fmt.Sprintf("%d damaged stream director(ies) or segment(s), the first %s", len(damaged), damaged[0])
+		if first != nil {
+			msg += fmt.Sprintf(", and %d corrupt segment(s)", nbad)
+		}
+		return fmt.Errorf("%s; restore the files from a backup, or re-record the missing ranges", msg)
 	}
 	if first != nil {
 		return fmt.Errorf("%d corrupt segment(s), the first %s at offset %d; restore them with: mdbus journal repair --from ADDR %s",
