@@ -369,9 +369,18 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 	defer src.Close()
 	final := filepath.Join(filepath.Dir(seg.path), segName(seg.first, zstdExt))
 	tmp := final + tmpExt
-	out, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	perm := j.cfg.Perm
+	if fi, err := src.Stat(); err == nil {
+		perm = fi.Mode().Perm() // the compressed copy keeps the segment's mode
+	}
+	out, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return fmt.Errorf("journal: compress %s: %w%s", seg.path, err, hint(err))
+	}
+	if err := out.Chmod(perm); err != nil {
+		out.Close()
+		_ = os.Remove(tmp)
+		return fmt.Errorf("journal: compress %s: %w", seg.path, err)
 	}
 	ok := false
 	defer func() {

@@ -72,12 +72,17 @@ func Open(dir string, cfg Config) (*Journal, error) {
 	cfg = cfg.withDefaults()
 	j := &Journal{dir: dir, cfg: cfg, log: cfg.Logger, readers: map[*Reader]struct{}{}}
 	if !cfg.ReadOnly {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("journal: create directory %s: %w", dir, err)
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(dir, dirPerm(cfg.Perm)); err != nil {
+				return nil, fmt.Errorf("journal: create directory %s: %w", dir, err)
+			}
+			if err := os.Chmod(dir, dirPerm(cfg.Perm)); err != nil { // not masked by the umask
+				return nil, fmt.Errorf("journal: create directory %s: %w", dir, err)
+			}
 		}
 	}
 	if !cfg.ReadOnly {
-		lock, err := lockDir(dir)
+		lock, err := lockDir(dir, cfg.Perm)
 		if err != nil {
 			return nil, err
 		}
@@ -584,8 +589,12 @@ func (j *Journal) Create(session wire.Session, source netip.AddrPort, first wire
 	}
 	id.Incarnation++
 	dir := filepath.Join(j.dir, streamDirName(id))
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, dirPerm(j.cfg.Perm)); err != nil {
 		return nil, fmt.Errorf("journal: create stream %s: %w%s", id, err, hint(err))
+	}
+	if err := os.Chmod(dir, dirPerm(j.cfg.Perm)); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("journal: create stream %s: %w", id, err)
 	}
 	created := time.Now().UnixNano()
 	seg, f, err := j.createSegment(dir, segHeader{flags: flagOrigin, id: id, first: first, created: created})
@@ -619,9 +628,14 @@ func hint(err error) string {
 func (j *Journal) createSegment(dir string, h segHeader) (*segment, *os.File, error) {
 	h.version = FormatVersion
 	path := filepath.Join(dir, segName(h.first, segExt))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, j.cfg.Perm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal: create segment %s: %w%s", path, err, hint(err))
+	}
+	if err := f.Chmod(j.cfg.Perm); err != nil { // not masked by the umask
+		f.Close()
+		_ = os.Remove(path)
+		return nil, nil, fmt.Errorf("journal: create segment %s: %w", path, err)
 	}
 	var hb [SegmentHeaderLen]byte
 	if _, err := f.Write(h.append(hb[:0])); err != nil {
@@ -834,8 +848,8 @@ const lockName = "LOCK"
 // lockDir takes the journal's write lock: one read-write Open at a time
 // across processes, because recovery cuts torn tails and a second writer
 // would cut the first one's records in flight. ReadOnly opens take none.
-func lockDir(dir string) (*os.File, error) {
-	f, err := openRegular(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+func lockDir(dir string, perm fs.FileMode) (*os.File, error) {
+	f, err := openRegular(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, fmt.Errorf("journal: lock %s: %w%s", dir, err, hint(err))
 	}

@@ -333,8 +333,16 @@ func journalRepair(ctx context.Context, args []string, stdout io.Writer) error {
 	dir, jf, err := parseJournalArgs("repair", `Rewrites every corrupt segment: the records that still read back are kept
 and each damaged range is re-requested (MoldUDP64, unicast) from the
 retransmitter or rewinder at --from, which must hold it. Each segment is
-rewritten whole to a new file, synced and renamed over the damaged one:
-acknowledged data is never cut. Stop writers of the journal first.`, args, func(fs *flag.FlagSet) {
+rewritten whole to a new file (keeping its permissions), synced and
+renamed over the damaged one: acknowledged data is never cut. Stop writers
+of the journal first.
+
+Restored records are timed evenly between the records around their range
+(the last one before it and the first one after it), so a paced replay
+sends them at about the original pace instead of in a burst; a range at
+the end of the stream gets the time of the record before it, one at the
+start the time of the record after it. Their packet grouping is not known:
+pcap export gives them packets of their own unless they share a time.`, args, func(fs *flag.FlagSet) {
 		from = fs.String("from", "", "re-request address of a rewinder or retransmitter, e.g. 127.0.0.1:31100 (required)")
 		wait = fs.String("wait", "200ms", "how long to wait for answers before asking again (10 silent waits fail)")
 	})
