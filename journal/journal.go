@@ -88,6 +88,15 @@ func Open(dir string, cfg Config) (*Journal, error) {
 		}
 		j.lock = lock
 	}
+	// ReadDir opens without O_NONBLOCK: look first, so that a FIFO named
+	// as the journal is refused instead of blocking.
+	if fi, err := os.Stat(dir); err != nil {
+		j.unlock()
+		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+	} else if !fi.IsDir() {
+		j.unlock()
+		return nil, fmt.Errorf("journal: open %s: a %s, not a directory: %w", dir, kindOf(fi.Mode()), ErrNotRegular)
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		j.unlock()
