@@ -26,8 +26,9 @@ type Reader struct {
 	seg    *segment // current segment, nil before the first
 	f      *os.File // its file (uncompressed segments)
 	win    window
-	want   int   // bytes a refill reads: 0 reads ahead readBufLen (see window.get)
-	off    int64 // offset of the next record in seg (uncompressed)
+	want   int                       // bytes a refill reads: 0 reads ahead readBufLen (see window.get)
+	hdr    [RecordHeaderLen + 1]byte // skipTo's header and type, here so it does not escape per call
+	off    int64                     // offset of the next record in seg (uncompressed)
 	zr     zstdCursor
 	expect wire.Seq // sequence of the next record
 
@@ -101,18 +102,18 @@ func (r *Reader) SeekSeq(seq wire.Seq) error {
 // corruption, so a damaged length never makes it serve another record.
 func (r *Reader) skipTo(seq wire.Seq) {
 	end := r.seg.end.Load()
-	var h [RecordHeaderLen + 1]byte // with the type
+	h := r.hdr[:] // header and type
 	for r.expect < seq && r.off+int64(len(h)) <= end {
 		var b []byte
 		if rel := r.off - r.win.start; rel >= 0 && rel+int64(len(h)) <= int64(len(r.win.buf)) {
 			b = r.win.buf[rel:]
 		} else {
-			n, _ := r.f.ReadAt(h[:], r.off)
+			n, _ := r.f.ReadAt(h, r.off)
 			r.j.io.read(n)
 			if n < len(h) {
 				return
 			}
-			b = h[:]
+			b = h
 		}
 		l := binary.LittleEndian.Uint32(b[recLenOff:])
 		if t := b[RecordHeaderLen]; l < msgFixedLen || l > maxBodyLen || (t != recMessage && t != recPacket && t != recSame) {
