@@ -124,7 +124,7 @@ func (r *rawFiles) close() { r.f.Close() }
 func BenchmarkRawWrite(b *testing.B) {
 	raw := newRawFiles(b)
 	defer raw.close()
-	frame := appendMessage(nil, 1, 1, make([]byte, benchMsgLen))
+	frame := appendMessage(nil, 1, 1, make([]byte, benchMsgLen), PacketUnknown)
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	resetTimer(b)
@@ -170,7 +170,7 @@ func BenchmarkRawWritePacket(b *testing.B) {
 	per := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (benchMsgLen + wire.MsgLenLen)
 	var chunk []byte
 	for k := range per {
-		chunk = appendMessage(chunk, wire.Seq(k+1), 1, make([]byte, benchMsgLen))
+		chunk = appendMessage(chunk, wire.Seq(k+1), 1, make([]byte, benchMsgLen), PacketUnknown)
 	}
 	b.SetBytes(int64(len(chunk)))
 	b.ReportAllocs()

@@ -42,7 +42,7 @@ type zstdIndex struct {
 }
 
 // openZstd reads the footer and block index of a compressed segment.
-func (s *segment) openZstd(f *os.File, size int64) error {
+func (s *segment) openZstd(f *os.File, st *ioStats, size int64) error {
 	bad := func(off int64, why string) error { return &CorruptError{Path: s.path, Offset: off, Reason: why} }
 	if size < SegmentHeaderLen+zFooterLen {
 		return bad(size, "compressed segment shorter than header and footer")
@@ -51,6 +51,7 @@ func (s *segment) openZstd(f *os.File, size int64) error {
 	if _, err := f.ReadAt(ft[:], size-zFooterLen); err != nil {
 		return fmt.Errorf("journal: read %s: %w", s.path, err)
 	}
+	st.read(len(ft))
 	if string(ft[44:48]) != zFooterMagic {
 		return bad(size-zFooterLen, "compressed segment footer has a bad magic (unfinished compression?)")
 	}
@@ -63,6 +64,7 @@ func (s *segment) openZstd(f *os.File, size int64) error {
 	if _, err := f.ReadAt(ib, idxOff); err != nil {
 		return fmt.Errorf("journal: read %s: %w", s.path, err)
 	}
+	st.read(len(ib))
 	if crc(ib) != binary.LittleEndian.Uint32(ft[40:]) {
 		return bad(idxOff, "compressed segment index CRC-32C mismatch")
 	}
@@ -120,7 +122,7 @@ type zstdCursor struct {
 
 func (z *zstdCursor) openSeg(j *Journal, seg *segment) error {
 	z.close()
-	f, err := os.Open(seg.path)
+	f, err := openRegular(seg.path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("journal: read %s: %w", seg.path, err)
 	}
@@ -146,13 +148,20 @@ func (z *zstdCursor) seek(e idxEntry) error {
 	return z.load(e.off)
 }
 
-// load reads and decompresses the block at off.
+// load reads and decompresses the block at off; the block already loaded
+// is only rewound, so requests within one block read it once.
 func (z *zstdCursor) load(off int64) error {
+	if off == z.boff && z.bend != 0 {
+		z.pos = 0
+		return nil
+	}
+	z.block, z.bend, z.pos = z.block[:0], 0, 0 // nothing loaded until this load succeeds
 	bad := func(why string) error { return &CorruptError{Path: z.seg.path, Offset: off, Reason: why} }
 	var h [blockHdrLen]byte
 	if _, err := z.f.ReadAt(h[:], off); err != nil {
 		return bad("reading block header: " + err.Error())
 	}
+	z.j.io.read(blockHdrLen)
 	clen := int64(binary.LittleEndian.Uint32(h[blkCLenOff:]))
 	ulen := int(binary.LittleEndian.Uint32(h[blkULenOff:]))
 	if clen == 0 || off+blockHdrLen+clen > z.seg.zb.idxOff || ulen == 0 || ulen > maxBlockLen {
@@ -165,6 +174,8 @@ func (z *zstdCursor) load(off int64) error {
 	if _, err := z.f.ReadAt(z.cbuf, off+blockHdrLen); err != nil {
 		return bad("reading block: " + err.Error())
 	}
+	z.j.io.read(len(z.cbuf))
+	z.j.io.blocks.Add(1)
 	if crc(z.cbuf) != binary.LittleEndian.Uint32(h[blkCRCOff:]) {
 		return bad("block CRC-32C mismatch")
 	}
@@ -341,7 +352,7 @@ func (z *zstdWriter) close() {
 // synced, renamed into place, directory synced) and then replaces it in the
 // stream and removes the original. A corrupt segment is left as it is.
 func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
-	if err := seg.loadIndex(); err != nil {
+	if err := seg.loadIndex(&j.io); err != nil {
 		return err
 	}
 	if z.enc == nil {
@@ -351,16 +362,25 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		}
 		z.enc = enc
 	}
-	src, err := os.Open(seg.path)
+	src, err := openRegular(seg.path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("journal: compress %s: %w", seg.path, err)
 	}
 	defer src.Close()
 	final := filepath.Join(filepath.Dir(seg.path), segName(seg.first, zstdExt))
 	tmp := final + tmpExt
-	out, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	perm := j.cfg.Perm
+	if fi, err := src.Stat(); err == nil {
+		perm = fi.Mode().Perm() // the compressed copy keeps the segment's mode
+	}
+	out, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return fmt.Errorf("journal: compress %s: %w%s", seg.path, err, hint(err))
+	}
+	if err := out.Chmod(perm); err != nil {
+		out.Close()
+		_ = os.Remove(tmp)
+		return fmt.Errorf("journal: compress %s: %w", seg.path, err)
 	}
 	ok := false
 	defer func() {
@@ -370,7 +390,7 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		}
 	}()
 	bw := bufio.NewWriterSize(out, 1<<20)
-	h := seg.hdr
+	h := seg.header()
 	h.flags |= flagZstd
 	var hb [SegmentHeaderLen]byte
 	bw.Write(h.append(hb[:0]))
@@ -410,9 +430,10 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		return nil
 	}
 	win.init(src, readBufLen)
+	win.st = &j.io
 	end := seg.end.Load()
 	for roff := int64(SegmentHeaderLen); roff < end; {
-		b, err := win.get(roff, end)
+		b, err := win.get(roff, end, 0)
 		if err != nil {
 			return fmt.Errorf("journal: compress %s: %w", seg.path, err)
 		}
@@ -428,9 +449,11 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 		}
 		z.ubuf = append(z.ubuf, b[:fr.n]...)
 		count++
-		if fr.typ == recEnd {
+		switch fr.typ {
+		case recEnd:
 			ended = true
-		} else {
+		case recSeal:
+		default:
 			if minTime == math.MinInt64 {
 				minTime = fr.ts
 			}
@@ -468,7 +491,7 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 	}
 	size := off + int64(len(ib))
 	nseg := &segment{path: final, hdr: h, first: seg.first, zstd: true}
-	if err := nseg.openZstd(out, size); err != nil {
+	if err := nseg.openZstd(out, nil, size); err != nil {
 		return fmt.Errorf("journal: compress %s: the compressed copy does not read back: %w", seg.path, err)
 	}
 	nseg.size.Store(size)
@@ -479,9 +502,9 @@ func (j *Journal) compress(z *zstdWriter, st *stream, seg *segment) error {
 
 	st.mu.Lock()
 	i := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].first >= seg.first })
-	if i == len(st.segs) || st.segs[i] != seg || (i == len(st.segs)-1 && !st.newestSealed()) {
+	if i == len(st.segs) || st.segs[i] != seg || (i == len(st.segs)-1 && !st.newestSealed()) || seg.header().flags != h.flags&^flagZstd {
 		st.mu.Unlock()
-		_ = os.Remove(tmp) // removed by retention meanwhile
+		_ = os.Remove(tmp) // removed or marked by retention meanwhile
 		return nil
 	}
 	if err := os.Rename(tmp, final); err != nil {

@@ -62,7 +62,10 @@
 //	   | CRC-32C       4 | 0            4 |
 //	72 +-----------------+----------------+
 //	CRC is CRC-32C (Castagnoli) of the 64 bytes before it; fam is 0 (no
-//	source), 4 or 6; flags bit 0 marks a compressed segment.
+//	source), 4 or 6; version is 1 or 2 (FormatVersion, written by this
+//	package); flags bit 0 marks a compressed segment, and in version 2
+//	bit 1 the first segment of its stream (made by Create) and bit 2 a
+//	segment before which retention removed the older ones.
 //
 //	record (at every multiple of 8 bytes after the header)
 //	+-----------+-----------+------+------------------------------+---------+
@@ -72,6 +75,19 @@
 //	length counts type+payload (17 to 17+65535); the CRC covers type+payload.
 //	type 1, message:        seq (8) | time ns (8) | message bytes
 //	type 2, end of session: next seq (8) | time ns (8)
+//	version 2 adds:
+//	type 3, message that starts a packet (first or only message of it)
+//	type 4, message in the same packet as the record before it
+//	        (3 and 4: payload as type 1)
+//	type 5, seal:           next seq (8) | time ns (8); the last record
+//	        of a segment whose successor, starting at next seq, exists
+//
+// Which messages shared a packet (types 3 and 4) is recorded by
+// Writer.AppendPacket and AppendMarked, and read back as Record.Packet;
+// type 1 (Append, and every journal of version 1) says nothing of it. A
+// packet is a type 3 record and the type 4 records after it; it may span
+// two segments. Version 1 segments read as before; a version 2 segment
+// is refused by readers that know only version 1, by its version.
 //
 // Records are aligned to 8 bytes so the length field never straddles a
 // sector: a crash leaves a record whole, cut short, or zero filled, never a
@@ -98,11 +114,34 @@
 // # Indexes
 //
 // Each uncompressed segment has a sparse in-memory index, one entry per
-// 16 KiB (sequence, offset, largest time before it): SeekSeq and SeekTime
-// binary-search the segments, then the index, then scan at most 16 KiB.
-// The writer builds the index as it appends; a sealed segment found on
-// disk is indexed by one scan on its first seek. Compressed segments carry
-// their block index in their footer.
+// 16 KiB (sequence, offset, largest time before it), and under it a fine
+// index, one packed 4-byte entry per 512 bytes (about 0.8% of the data,
+// in memory): SeekSeq and SeekTime binary-search the segments, then the
+// index, then scan at most 16 KiB (SeekSeq: 512 bytes). The writer
+// builds both as it appends; a sealed segment found on disk is indexed by
+// one sequential scan on its first seek.
+//
+// # Reads per re-request
+//
+// A sequential Reader reads ahead 1 MiB per read call. A re-request
+// answered through AppendPacket (the retransmit.Source path) reads
+// instead what its answer needs: the headers of the records between the
+// fine index entry and the first sequence wanted (at most 512 bytes of
+// records), then positioned reads sized by the bytes left in the answer
+// packet and the count left, so that it reads the framed records it
+// answers and at most one record more. A record's framing (25 bytes and
+// padding) is more than the 2 bytes a message adds to a packet, so the
+// ratio depends on message size: with 20-100 byte messages (mean 60) a
+// flood of 10,000 random old-range requests read 1.48 times the bytes
+// answered (at most 2.0 for one request); messages under about 25 bytes
+// make it more. From a compressed segment a request reads the blocks
+// that hold its records (64 KiB uncompressed each): usually one, the
+// next too when its range crosses a block boundary; a request within the
+// block the previous one read reads nothing. Stats counts every byte
+// read, including the one-time scans that index segments found on disk,
+// so a server can watch what its requests cost. Since reads are bounded
+// by answer bytes, the retransmit server's per-requester byte budget
+// bounds the disk reads it pays for too.
 //
 // # Recovery and corruption
 //
@@ -118,6 +157,24 @@
 // and "mdbus journal repair" rewrites the damaged segment from a
 // retransmitter. A segment whose header names another session or stream
 // than its directory makes Open fail with ErrSession naming the file.
+//
+// # Layout damage
+//
+// Damage outside the records is found at Open and listed by Damage: a
+// stream directory whose name does not parse or that holds no segment, a
+// file whose name is not a segment's, a segment whose header is bad,
+// short or names another first sequence than its file name, a segment
+// missing before the oldest (the oldest carries neither the first-segment
+// nor the retention flag), a sealed newest segment (its successor was
+// deleted or emptied: the writer seals a segment only after its successor
+// is on disk, so a crash never looks like this), and a symbolic link,
+// FIFO, socket or device where a directory or segment belongs. Every
+// file is opened with O_NOFOLLOW|O_NONBLOCK and refused unless fstat says
+// it is a regular file, so nothing is followed and nothing blocks. A
+// read-only Open skips what is damaged and lists it; a read-write Open
+// fails on a segment it cannot read and lists the rest. Verify finds the
+// sequences missing between segments (a deleted middle segment) and
+// readers stop there with a *CorruptError.
 //
 // # Durability
 //

@@ -12,7 +12,7 @@ import (
 // Segment header layout. Part of the on-disk format; do not change.
 const (
 	segMagic         = "MDBUSJNL"
-	FormatVersion    = 1 // the segment format this package writes and reads
+	FormatVersion    = 2 // the segment format this package writes; it reads 1 and 2
 	hdrMagicOff      = 0
 	hdrVersionOff    = 8
 	hdrFlagsOff      = 10
@@ -27,6 +27,14 @@ const (
 	SegmentHeaderLen = 72
 
 	flagZstd = 1 // the segment body is zstd blocks (see compress.go)
+	// flagOrigin (format 2) marks the first segment of a stream, made by
+	// Create: an oldest segment without it or flagRetained means the
+	// segments before it are missing.
+	flagOrigin = 2
+	// flagRetained (format 2) marks a segment before which retention
+	// removed the older ones.
+	flagRetained = 4
+	knownFlags   = flagZstd | flagOrigin | flagRetained
 )
 
 // Record framing. Part of the on-disk format; do not change.
@@ -38,6 +46,10 @@ const (
 
 	recMessage = 1 // payload: seq uint64, time int64, message bytes
 	recEnd     = 2 // payload: next seq uint64, time int64
+	// Format 2 adds:
+	recPacket = 3 // a message that starts a packet; payload as recMessage
+	recSame   = 4 // a message in the same packet as the record before it
+	recSeal   = 5 // payload: next seq uint64, time int64: the stream goes on in the next segment
 
 	msgFixedLen = 1 + 8 + 8 // type, seq, time
 	// MaxMessageLen is the largest message a record holds: a MoldUDP64
@@ -46,6 +58,8 @@ const (
 	// maxBodyLen caps a record's length field: anything larger is
 	// corruption, never an allocation.
 	maxBodyLen = msgFixedLen + MaxMessageLen
+	// minFrameLen is the smallest framed record.
+	minFrameLen = RecordHeaderLen + (msgFixedLen+recAlign-1)/recAlign*recAlign
 	// MaxRecordLen is the largest framed record, padding included.
 	MaxRecordLen = RecordHeaderLen + (maxBodyLen+recAlign-1)/recAlign*recAlign
 )
@@ -59,11 +73,36 @@ func align(n int) int { return (n + recAlign - 1) &^ (recAlign - 1) }
 // frameLen is the framed size of a message record of n bytes.
 func frameLen(n int) int { return RecordHeaderLen + align(msgFixedLen+n) }
 
+// PacketMark says what a record knows of the packet its message came in.
+type PacketMark uint8
+
+// Packet marks.
+const (
+	// PacketUnknown: the grouping was not recorded (Writer.Append, and
+	// journals of format 1).
+	PacketUnknown PacketMark = iota
+	// PacketStart: the message is the first (or only one) of its packet.
+	PacketStart
+	// PacketSame: the message was in the same packet as the record before
+	// it.
+	PacketSame
+)
+
+func (m PacketMark) recType() byte {
+	switch m {
+	case PacketStart:
+		return recPacket
+	case PacketSame:
+		return recSame
+	}
+	return recMessage
+}
+
 // appendMessage appends the framed record of message seq to b.
-func appendMessage(b []byte, seq wire.Seq, ts int64, msg []byte) []byte {
+func appendMessage(b []byte, seq wire.Seq, ts int64, msg []byte, mark PacketMark) []byte {
 	start := len(b)
 	b = binary.LittleEndian.AppendUint32(b, uint32(msgFixedLen+len(msg)))
-	b = append(b, 0, 0, 0, 0, recMessage)
+	b = append(b, 0, 0, 0, 0, mark.recType())
 	b = binary.LittleEndian.AppendUint64(b, uint64(seq))
 	b = binary.LittleEndian.AppendUint64(b, uint64(ts))
 	b = append(b, msg...)
@@ -76,10 +115,19 @@ func appendMessage(b []byte, seq wire.Seq, ts int64, msg []byte) []byte {
 }
 
 // appendEnd appends the framed end-of-session record to b.
-func appendEnd(b []byte, next wire.Seq, ts int64) []byte {
+func appendEnd(b []byte, next wire.Seq, ts int64) []byte { return appendMark(b, recEnd, next, ts) }
+
+// appendSeal appends the framed seal record to b: the stream goes on at
+// next in the following segment.
+func appendSeal(b []byte, next wire.Seq, ts int64) []byte { return appendMark(b, recSeal, next, ts) }
+
+// sealLen is the framed length of a seal record.
+const sealLen = RecordHeaderLen + (msgFixedLen+recAlign-1)/recAlign*recAlign
+
+func appendMark(b []byte, typ byte, next wire.Seq, ts int64) []byte {
 	start := len(b)
 	b = binary.LittleEndian.AppendUint32(b, uint32(msgFixedLen))
-	b = append(b, 0, 0, 0, 0, recEnd)
+	b = append(b, 0, 0, 0, 0, typ)
 	b = binary.LittleEndian.AppendUint64(b, uint64(next))
 	b = binary.LittleEndian.AppendUint64(b, uint64(ts))
 	binary.LittleEndian.PutUint32(b[start+recCRCOff:], crc(b[start+RecordHeaderLen:]))
@@ -91,8 +139,9 @@ func appendEnd(b []byte, next wire.Seq, ts int64) []byte {
 
 // frame is one decoded record.
 type frame struct {
-	typ  byte
-	seq  wire.Seq // message: its sequence; end: the next sequence
+	typ  byte       // recMessage (any of the message types), recEnd or recSeal
+	mark PacketMark // of a message
+	seq  wire.Seq   // message: its sequence; end, seal: the next sequence
 	ts   int64
 	data []byte // message bytes, a sub-slice of the input
 	n    int    // framed length, padding included
@@ -156,9 +205,11 @@ func decodeFrame(b []byte) (frame, frameStatus) {
 		n:   n,
 	}
 	switch f.typ {
-	case recMessage:
+	case recMessage, recPacket, recSame:
+		f.mark = [...]PacketMark{recMessage: PacketUnknown, recPacket: PacketStart, recSame: PacketSame}[f.typ]
+		f.typ = recMessage
 		f.data = body[msgFixedLen:len(body):len(body)]
-	case recEnd:
+	case recEnd, recSeal:
 		if l != msgFixedLen {
 			return frame{}, frameBadBody
 		}
@@ -173,6 +224,7 @@ func decodeFrame(b []byte) (frame, frameStatus) {
 
 // segHeader is the fixed header at the start of every segment file.
 type segHeader struct {
+	version uint16 // as read; append writes FormatVersion
 	flags   uint16
 	id      StreamID
 	first   wire.Seq
@@ -182,7 +234,11 @@ type segHeader struct {
 func (h segHeader) append(b []byte) []byte {
 	start := len(b)
 	b = append(b, segMagic...)
-	b = binary.LittleEndian.AppendUint16(b, FormatVersion)
+	v := h.version
+	if v == 0 {
+		v = FormatVersion
+	}
+	b = binary.LittleEndian.AppendUint16(b, v)
 	b = binary.LittleEndian.AppendUint16(b, h.flags)
 	b = append(b, h.id.Session[:]...)
 	var fam byte
@@ -231,10 +287,11 @@ func parseHeader(b []byte) (segHeader, hdrStatus, string) {
 	if crc(b[:hdrCRCOff]) != binary.LittleEndian.Uint32(b[hdrCRCOff:]) {
 		return segHeader{}, hdrBad, "segment header CRC-32C mismatch"
 	}
-	if v := binary.LittleEndian.Uint16(b[hdrVersionOff:]); v != FormatVersion {
+	v := binary.LittleEndian.Uint16(b[hdrVersionOff:])
+	if v != 1 && v != FormatVersion {
 		return segHeader{}, hdrBad, "unsupported segment format version " + itoa(int64(v))
 	}
-	var h segHeader
+	h := segHeader{version: v}
 	h.flags = binary.LittleEndian.Uint16(b[hdrFlagsOff:])
 	copy(h.id.Session[:], b[hdrSessionOff:])
 	var a16 [16]byte
@@ -255,7 +312,7 @@ func parseHeader(b []byte) (segHeader, hdrStatus, string) {
 	if h.first == wire.InvalidSeq {
 		return segHeader{}, hdrBad, "segment header names first sequence 0"
 	}
-	if h.flags&^flagZstd != 0 {
+	if h.flags&^knownFlags != 0 || (v == 1 && h.flags&^flagZstd != 0) {
 		return segHeader{}, hdrBad, "unknown segment flags"
 	}
 	return h, hdrOK, ""

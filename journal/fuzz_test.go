@@ -15,12 +15,14 @@ import (
 // record or a status, never panic or read past its input, and a record it
 // accepts must encode back to the same bytes.
 func FuzzRecord(f *testing.F) {
-	f.Add(appendMessage(nil, 1, 2, []byte("hello")))
-	f.Add(appendMessage(nil, 1<<40, -5, make([]byte, 300)))
+	f.Add(appendMessage(nil, 1, 2, []byte("hello"), PacketUnknown))
+	f.Add(appendMessage(nil, 1<<40, -5, make([]byte, 300), PacketStart))
+	f.Add(appendMessage(nil, 3, 2, []byte("same"), PacketSame))
 	f.Add(appendEnd(nil, 77, 123))
+	f.Add(appendSeal(nil, 78, 124))
 	f.Add(make([]byte, 16))                                                   // zero-filled
 	f.Add([]byte{0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3, 4, 1, 0, 0, 0, 0, 0, 0, 0}) // 4 GiB length
-	f.Add(appendMessage(nil, 1, 2, []byte("torn"))[:20])
+	f.Add(appendMessage(nil, 1, 2, []byte("torn"), PacketUnknown)[:20])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, st := decodeFrame(b)
 		if st != frameOK {
@@ -32,9 +34,11 @@ func FuzzRecord(f *testing.F) {
 		var again []byte
 		switch fr.typ {
 		case recMessage:
-			again = appendMessage(nil, fr.seq, fr.ts, fr.data)
+			again = appendMessage(nil, fr.seq, fr.ts, fr.data, fr.mark)
 		case recEnd:
 			again = appendEnd(nil, fr.seq, fr.ts)
+		case recSeal:
+			again = appendSeal(nil, fr.seq, fr.ts)
 		default:
 			t.Fatalf("accepted record type %d", fr.typ)
 		}
@@ -50,7 +54,7 @@ func fuzzSegmentSeed(end bool) []byte {
 	h := segHeader{id: StreamID{testSession, testSource, 1}, first: 10, created: 99}
 	b := h.append(nil)
 	for i := range 5 {
-		b = appendMessage(b, wire.Seq(10+i), int64(i), bytes.Repeat([]byte{byte(i)}, 10*i))
+		b = appendMessage(b, wire.Seq(10+i), int64(i), bytes.Repeat([]byte{byte(i)}, 10*i), PacketUnknown)
 	}
 	if end {
 		b = appendEnd(b, 15, 7)

@@ -35,7 +35,9 @@ type Journal struct {
 	readers map[*Reader]struct{}
 	closed  bool
 	torn    []TornTail
+	damaged []Damage
 
+	io   ioStats
 	lock *os.File      // holds the directory's write lock; nil when ReadOnly
 	comp *compressor   // nil unless cfg.Compress
 	dec  *zstd.Decoder // made on first read of a compressed segment
@@ -69,16 +71,30 @@ func Open(dir string, cfg Config) (*Journal, error) {
 	cfg = cfg.withDefaults()
 	j := &Journal{dir: dir, cfg: cfg, log: cfg.Logger, readers: map[*Reader]struct{}{}}
 	if !cfg.ReadOnly {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("journal: create directory %s: %w", dir, err)
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(dir, dirPerm(cfg.Perm)); err != nil {
+				return nil, fmt.Errorf("journal: create directory %s: %w", dir, err)
+			}
+			if err := os.Chmod(dir, dirPerm(cfg.Perm)); err != nil { // not masked by the umask
+				return nil, fmt.Errorf("journal: create directory %s: %w", dir, err)
+			}
 		}
 	}
 	if !cfg.ReadOnly {
-		lock, err := lockDir(dir)
+		lock, err := lockDir(dir, cfg.Perm)
 		if err != nil {
 			return nil, err
 		}
 		j.lock = lock
+	}
+	// ReadDir opens without O_NONBLOCK: look first, so that a FIFO named
+	// as the journal is refused instead of blocking.
+	if fi, err := os.Stat(dir); err != nil {
+		j.unlock()
+		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+	} else if !fi.IsDir() {
+		j.unlock()
+		return nil, fmt.Errorf("journal: open %s: a %s, not a directory: %w", dir, kindOf(fi.Mode()), ErrNotRegular)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -86,15 +102,26 @@ func Open(dir string, cfg Config) (*Journal, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	for _, e := range ents {
-		if !e.IsDir() {
+		if e.Name() == lockName {
 			continue
 		}
+		path := filepath.Join(dir, e.Name())
 		id, ok := parseStreamDir(e.Name())
-		if !ok {
-			j.log.Warn("journal: ignoring a directory that is not a stream", "dir", filepath.Join(dir, e.Name()))
+		switch {
+		case e.Type()&fs.ModeType != 0 && !e.IsDir():
+			// Never followed: a link could point anywhere, a FIFO blocks.
+			j.damage(path, id, "a "+kindOf(e.Type())+" in the journal directory, where only stream directories belong; not read")
+			continue
+		case !e.IsDir():
+			if ok {
+				j.damage(path, id, "a file where a stream directory belongs; not read")
+			}
+			continue // somebody's notes: not the journal's
+		case !ok:
+			j.damage(path, id, "a directory whose name is not a stream's (SESSIONHEX_SOURCEHEX_INCARNATION); its segments are not read")
 			continue
 		}
-		st, err := j.openStream(filepath.Join(dir, e.Name()), id)
+		st, err := j.openStream(path, id)
 		if err != nil {
 			j.unlock()
 			return nil, err
@@ -175,12 +202,22 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 	var files []file
 	for _, e := range ents {
 		name := e.Name()
+		path := filepath.Join(dir, name)
 		if strings.HasSuffix(name, tmpExt) {
-			j.removeFile(filepath.Join(dir, name), "unfinished temporary file")
+			j.removeFile(path, "unfinished temporary file")
 			continue
 		}
 		first, ext, ok := parseSegName(name)
 		if !ok {
+			j.damage(path, id, "not a segment name (20 decimal digits of its first sequence, .seg or .zst): a renamed segment? not read")
+			continue
+		}
+		if !e.Type().IsRegular() {
+			err := fmt.Errorf("journal: segment %s is a %s: %w", path, kindOf(e.Type()), ErrNotRegular)
+			if !j.cfg.ReadOnly {
+				return nil, fmt.Errorf("%w; replace it by the segment file or move it away", err)
+			}
+			j.damage(path, id, "a "+kindOf(e.Type())+" in place of a segment; not read")
 			continue
 		}
 		files = append(files, file{first, ext})
@@ -200,9 +237,14 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 			files = append(files[:i+1], files[i+2:]...)
 		}
 		last := i == len(files)-1
-		seg, err := j.openSegment(filepath.Join(dir, segName(f.first, f.ext)), id, f.first, last)
+		path := filepath.Join(dir, segName(f.first, f.ext))
+		seg, err := j.openSegment(path, id, f.first, last)
 		if err != nil {
-			return nil, err
+			if !j.cfg.ReadOnly {
+				return nil, err
+			}
+			j.damage(path, id, damageReason(err)+"; not read")
+			continue
 		}
 		if seg == nil {
 			continue
@@ -220,10 +262,16 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 		if !j.cfg.ReadOnly {
 			j.log.Warn("journal: removing a stream directory without segments", "dir", dir)
 			_ = os.Remove(dir)
+		} else {
+			j.damage(dir, id, "stream directory holds no readable segment (emptied, or a crash before its first segment was written)")
 		}
 		return nil, nil
 	}
-	st.created = st.segs[0].hdr.created
+	if h := st.segs[0].header(); h.version != 1 && h.flags&(flagOrigin|flagRetained) == 0 {
+		j.damage(st.segs[0].path, id, fmt.Sprintf(
+			"oldest segment was neither the stream's first nor left by retention: the segments before sequence %d are missing (deleted?)", st.segs[0].first))
+	}
+	st.created = st.segs[0].header().created
 	// Sealed segments end at their sizes; the newest one's end is found by
 	// a scan that cuts a torn tail.
 	for _, s := range st.segs {
@@ -236,6 +284,13 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 		if err := j.recover(newest); err != nil {
 			return nil, err
 		}
+		if newest.sealed && newest.bad == nil {
+			// The writer seals a segment only after its successor is on
+			// disk: this one's successor was removed or emptied.
+			newest.bad = &CorruptError{Path: newest.path, Offset: newest.end.Load(), Reason: fmt.Sprintf(
+				"segment is sealed, the stream goes on at sequence %d, but the segment after it is missing (deleted or emptied?)", newest.nextSeq())}
+			j.damage(newest.path, id, newest.bad.(*CorruptError).Reason)
+		}
 	}
 	st.bad = newest.bad
 	return st, nil
@@ -246,7 +301,7 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 // returns nil for a newest segment without a complete header (a crash
 // while it was being created).
 func (j *Journal) openSegment(path string, id StreamID, first wire.Seq, newest bool) (*segment, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open segment %s: %w", path, err)
 	}
@@ -286,7 +341,7 @@ func (j *Journal) openSegment(path string, id StreamID, first wire.Seq, newest b
 	seg.size.Store(size)
 	seg.next.Store(uint64(first))
 	if seg.zstd {
-		if err := seg.openZstd(f, size); err != nil {
+		if err := seg.openZstd(f, &j.io, size); err != nil {
 			return nil, err
 		}
 		return seg, nil
@@ -301,14 +356,14 @@ func (j *Journal) recover(seg *segment) error {
 	if j.cfg.ReadOnly {
 		flag = os.O_RDONLY
 	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, err := openRegular(path, flag, 0)
 	if err != nil {
 		return fmt.Errorf("journal: open segment %s: %w%s", path, err, hint(err))
 	}
 	defer f.Close()
 	size := seg.size.Load()
-	res := scanSegment(f, path, seg.hdr, size, true)
-	seg.idx, seg.minTime, seg.maxTime, seg.ended = res.idx, res.minTime, res.maxTime, res.ended
+	res := scanSegment(f, &j.io, path, seg.hdr, size, true)
+	seg.idx, seg.fine, seg.minTime, seg.maxTime, seg.ended, seg.sealed = res.idx, res.fine, res.minTime, res.maxTime, res.ended, res.sealed
 	seg.end.Store(res.end)
 	seg.next.Store(uint64(res.next))
 	switch {
@@ -440,12 +495,12 @@ func (j *Journal) Streams() []StreamInfo {
 	j.mu.Unlock()
 	out := make([]StreamInfo, 0, len(streams))
 	for _, st := range streams {
-		out = append(out, st.info())
+		out = append(out, st.info(&j.io))
 	}
 	return out
 }
 
-func (st *stream) info() StreamInfo {
+func (st *stream) info(io *ioStats) StreamInfo {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	in := StreamInfo{ID: st.id, Segments: len(st.segs)}
@@ -461,7 +516,7 @@ func (st *stream) info() StreamInfo {
 			in.Compressed++
 		}
 	}
-	in.FirstTime = st.segs[0].firstTime()
+	in.FirstTime = st.segs[0].firstTime(io)
 	newest.mu.Lock()
 	in.LastTime = newest.maxTime
 	in.Ended = newest.ended
@@ -471,7 +526,7 @@ func (st *stream) info() StreamInfo {
 		// An empty newest segment: the last time is the sealed one's.
 		if n := len(st.segs); n > 1 {
 			p := st.segs[n-2]
-			if p.loadIndex() == nil {
+			if p.loadIndex(io) == nil {
 				p.mu.Lock()
 				in.LastTime = max(p.maxTime, 0)
 				p.mu.Unlock()
@@ -482,7 +537,7 @@ func (st *stream) info() StreamInfo {
 }
 
 // firstTime is the time of the segment's first record, 0 if unknown.
-func (s *segment) firstTime() int64 {
+func (s *segment) firstTime(io *ioStats) int64 {
 	s.mu.Lock()
 	t := s.minTime
 	s.mu.Unlock()
@@ -492,13 +547,14 @@ func (s *segment) firstTime() int64 {
 	if s.zstd {
 		return 0
 	}
-	f, err := os.Open(s.path)
+	f, err := openRegular(s.path, os.O_RDONLY, 0)
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
 	b := make([]byte, MaxRecordLen)
 	n, _ := f.ReadAt(b, SegmentHeaderLen)
+	io.read(n)
 	if fr, st := decodeFrame(b[:n]); st == frameOK && fr.typ == recMessage {
 		s.mu.Lock()
 		s.minTime = fr.ts
@@ -541,11 +597,15 @@ func (j *Journal) Create(session wire.Session, source netip.AddrPort, first wire
 	}
 	id.Incarnation++
 	dir := filepath.Join(j.dir, streamDirName(id))
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, dirPerm(j.cfg.Perm)); err != nil {
 		return nil, fmt.Errorf("journal: create stream %s: %w%s", id, err, hint(err))
 	}
+	if err := os.Chmod(dir, dirPerm(j.cfg.Perm)); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("journal: create stream %s: %w", id, err)
+	}
 	created := time.Now().UnixNano()
-	seg, f, err := j.createSegment(dir, segHeader{id: id, first: first, created: created})
+	seg, f, err := j.createSegment(dir, segHeader{flags: flagOrigin, id: id, first: first, created: created})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -574,10 +634,16 @@ func hint(err error) string {
 // createSegment writes a new segment file holding only its header, synced
 // with its directory.
 func (j *Journal) createSegment(dir string, h segHeader) (*segment, *os.File, error) {
+	h.version = FormatVersion
 	path := filepath.Join(dir, segName(h.first, segExt))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, j.cfg.Perm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal: create segment %s: %w%s", path, err, hint(err))
+	}
+	if err := f.Chmod(j.cfg.Perm); err != nil { // not masked by the umask
+		f.Close()
+		_ = os.Remove(path)
+		return nil, nil, fmt.Errorf("journal: create segment %s: %w", path, err)
 	}
 	var hb [SegmentHeaderLen]byte
 	if _, err := f.Write(h.append(hb[:0])); err != nil {
@@ -640,7 +706,7 @@ func (j *Journal) Resume(id StreamID) (*Writer, error) {
 	if seg.zstd {
 		return nil, fmt.Errorf("journal: resume %s: its newest segment is compressed", id)
 	}
-	f, err := os.OpenFile(seg.path, os.O_RDWR, 0)
+	f, err := openRegular(seg.path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("journal: resume %s: %w%s", id, err, hint(err))
 	}
@@ -719,8 +785,8 @@ func (j *Journal) Bounds(s wire.Session) (first, next wire.Seq, ok bool) {
 
 // AppendPacket appends one downstream packet of session s starting at
 // message from, as retransmit.Source documents.
-func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, payloadSize int) ([]byte, int, error) {
-	if max <= 0 {
+func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, count, payloadSize int) ([]byte, int, error) {
+	if count <= 0 {
 		return dst, 0, nil
 	}
 	st := j.latest(s, netip.AddrPort{})
@@ -740,6 +806,10 @@ func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, p
 		st.cur = newReader(j, st)
 	}
 	r := st.cur
+	// Positioned reads: a seek reads the headers of at most fineEvery
+	// bytes of records before from, then about what the answer carries;
+	// never the read-ahead of a sequential scan (see Stats).
+	r.want = min(payloadSize, count*minFrameLen)
 	if r.expect != from || r.err != nil {
 		if err := r.SeekSeq(from); err != nil {
 			return dst, 0, err
@@ -748,7 +818,11 @@ func (j *Journal) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, p
 	var enc wire.Encoder
 	enc.Reset(dst, s, from, payloadSize)
 	k := 0
-	for k < max && k < wire.MaxCount {
+	for k < count && k < wire.MaxCount {
+		// Read no further than the rest of the answer can need: a
+		// framed record is longer than what it adds to the packet, and
+		// at least minFrameLen.
+		r.want = max(RecordHeaderLen, min(payloadSize-enc.Len(), (count-k)*minFrameLen))
 		rec, err := r.peek()
 		if err != nil {
 			if err == io.EOF {
@@ -782,8 +856,8 @@ const lockName = "LOCK"
 // lockDir takes the journal's write lock: one read-write Open at a time
 // across processes, because recovery cuts torn tails and a second writer
 // would cut the first one's records in flight. ReadOnly opens take none.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+func lockDir(dir string, perm fs.FileMode) (*os.File, error) {
+	f, err := openRegular(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, fmt.Errorf("journal: lock %s: %w%s", dir, err, hint(err))
 	}

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"github.com/mdbus/mdbus/wire"
 )
 
-// readBufLen is the Reader's read-ahead: one ReadAt fills this much.
+// readBufLen is the Reader's read-ahead for sequential reads: one ReadAt
+// fills this much. Positioned reads (AppendPacket) read what the answer
+// needs instead.
 const readBufLen = 1 << 20
 
 // Reader reads one stream in sequence order. Not safe for concurrent use.
@@ -23,7 +26,9 @@ type Reader struct {
 	seg    *segment // current segment, nil before the first
 	f      *os.File // its file (uncompressed segments)
 	win    window
-	off    int64 // offset of the next record in seg (uncompressed)
+	want   int                       // bytes a refill reads: 0 reads ahead readBufLen (see window.get)
+	hdr    [RecordHeaderLen + 1]byte // skipTo's header and type, here so it does not escape per call
+	off    int64                     // offset of the next record in seg (uncompressed)
 	zr     zstdCursor
 	expect wire.Seq // sequence of the next record
 
@@ -39,6 +44,7 @@ type Reader struct {
 func newReader(j *Journal, st *stream) *Reader {
 	r := &Reader{j: j, st: st}
 	r.win.init(nil, readBufLen)
+	r.win.st = &j.io
 	first, _ := st.bounds()
 	r.expect = first
 	st.mu.RLock()
@@ -68,7 +74,7 @@ func (r *Reader) SeekSeq(seq wire.Seq) error {
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].first > seq }) - 1
 	seg := segs[max(i, 0)]
 	r.st.mu.RUnlock()
-	if err := seg.loadIndex(); err != nil && seg != r.newest() {
+	if err := seg.loadIndex(&r.j.io); err != nil && seg != r.newest() {
 		// A corrupt sealed segment: the index covers what precedes the
 		// bad record; Next reports it when it gets there.
 		_ = err
@@ -77,6 +83,9 @@ func (r *Reader) SeekSeq(seq wire.Seq) error {
 	if err := r.position(seg, e); err != nil {
 		return err
 	}
+	if r.want > 0 && !seg.zstd {
+		r.skipTo(seq)
+	}
 	for r.expect < seq {
 		if _, err := r.peek(); err != nil {
 			return err
@@ -84,6 +93,39 @@ func (r *Reader) SeekSeq(seq wire.Seq) error {
 		r.advance()
 	}
 	return nil
+}
+
+// skipTo moves a positioned reader (want set) from its index entry
+// towards seq reading only record headers, at most fineEvery bytes of
+// records apart. A length out of range stops it: peek then reports the
+// record there, and one whose sequence is not the expected one is
+// corruption, so a damaged length never makes it serve another record.
+func (r *Reader) skipTo(seq wire.Seq) {
+	end := r.seg.end.Load()
+	h := r.hdr[:] // header and type
+	for r.expect < seq && r.off+int64(len(h)) <= end {
+		var b []byte
+		if rel := r.off - r.win.start; rel >= 0 && rel+int64(len(h)) <= int64(len(r.win.buf)) {
+			b = r.win.buf[rel:]
+		} else {
+			n, _ := r.f.ReadAt(h, r.off)
+			r.j.io.read(n)
+			if n < len(h) {
+				return
+			}
+			b = h
+		}
+		l := binary.LittleEndian.Uint32(b[recLenOff:])
+		if t := b[RecordHeaderLen]; l < msgFixedLen || l > maxBodyLen || (t != recMessage && t != recPacket && t != recSame) {
+			return
+		}
+		n := int64(RecordHeaderLen + align(int(l)))
+		if r.off+n > end {
+			return
+		}
+		r.off += n
+		r.expect++
+	}
 }
 
 func (r *Reader) newest() *segment {
@@ -104,7 +146,7 @@ func (r *Reader) position(seg *segment, e idxEntry) error {
 				return err
 			}
 		} else {
-			f, err := os.Open(seg.path)
+			f, err := openRegular(seg.path, os.O_RDONLY, 0)
 			if err != nil {
 				return fmt.Errorf("journal: read %s: %w", seg.path, err)
 			}
@@ -140,7 +182,7 @@ func (r *Reader) SeekTime(ns int64) error {
 	segs := append([]*segment(nil), r.st.segs...)
 	r.st.mu.RUnlock()
 	for i, seg := range segs {
-		if err := seg.loadIndex(); err != nil && i < len(segs)-1 {
+		if err := seg.loadIndex(&r.j.io); err != nil && i < len(segs)-1 {
 			return err
 		}
 		seg.mu.Lock()
@@ -181,7 +223,7 @@ func (r *Reader) Next() (Record, error) {
 			if st == frameOK && fr.typ == recMessage && fr.seq == r.expect && r.off+int64(fr.n) <= end {
 				r.off += int64(fr.n)
 				r.expect++
-				return Record{Seq: fr.seq, Time: fr.ts, Data: fr.data}, nil
+				return Record{Seq: fr.seq, Time: fr.ts, Data: fr.data, Packet: fr.mark}, nil
 			}
 		}
 	}
@@ -253,7 +295,7 @@ func (r *Reader) peek() (Record, error) {
 			if r.off >= end {
 				atEnd = true
 			} else {
-				b, err := r.win.get(r.off, end)
+				b, err := r.win.get(r.off, end, r.want)
 				if err != nil {
 					return Record{}, fmt.Errorf("journal: read %s at offset %d: %w", r.seg.path, r.off, err)
 				}
@@ -285,6 +327,28 @@ func (r *Reader) peek() (Record, error) {
 			r.err = &CorruptError{Path: r.seg.path, Offset: at, Reason: status.String()}
 			return Record{}, r.err
 		}
+		if fr.typ == recSeal {
+			// The stream goes on in the next segment, which the writer
+			// created before it sealed this one.
+			if fr.seq != r.expect {
+				r.err = &CorruptError{Path: r.seg.path, Offset: at, Reason: fmt.Sprintf(
+					"segment sealed at sequence %d where %d was expected", fr.seq, r.expect)}
+				return Record{}, r.err
+			}
+			nxt := r.following()
+			if nxt == nil {
+				return Record{}, io.EOF
+			}
+			if nxt.first != r.expect {
+				r.err = &CorruptError{Path: nxt.path, Offset: 0, Reason: fmt.Sprintf(
+					"segment starts at sequence %d where %d was expected (records missing)", nxt.first, r.expect)}
+				return Record{}, r.err
+			}
+			if err := r.position(nxt, idxEntry{seq: nxt.first, off: SegmentHeaderLen}); err != nil {
+				return Record{}, err
+			}
+			continue
+		}
 		if fr.typ == recEnd {
 			return Record{}, io.EOF
 		}
@@ -293,7 +357,7 @@ func (r *Reader) peek() (Record, error) {
 				"sequence %d where %d was expected", fr.seq, r.expect)}
 			return Record{}, r.err
 		}
-		r.pending = Record{Seq: fr.seq, Time: fr.ts, Data: fr.data}
+		r.pending = Record{Seq: fr.seq, Time: fr.ts, Data: fr.data, Packet: fr.mark}
 		r.pendingN = fr.n
 		r.hasPending = true
 		return r.pending, nil

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -34,7 +35,13 @@ type Config struct {
 	RetainBytes  int64         // delete the oldest sealed segments beyond this many bytes per stream; 0 keeps all
 	RetainAge    time.Duration // delete sealed segments whose newest record is older; 0 keeps all
 	ReadOnly     bool          // open for reading only: no recovery writes, no writers
-	Logger       *slog.Logger  // default: discard
+	// Perm is the permission of the files the journal creates (segments,
+	// the lock file); directories it creates get the matching execute
+	// bits. Default 0600 (0700): market data is often licensed to one
+	// user. It is set exactly (not masked by the umask), and compaction
+	// and repair keep the mode of the segment they rewrite.
+	Perm   fs.FileMode
+	Logger *slog.Logger // default: discard
 }
 
 // StreamID names one recorded stream incarnation: the messages of one
@@ -60,9 +67,10 @@ type StreamInfo struct {
 // Record is one journaled message. Data is valid until the next call on
 // the Reader that returned it.
 type Record struct {
-	Seq  wire.Seq
-	Time int64 // ns since the Unix epoch (send or receive time)
-	Data []byte
+	Seq    wire.Seq
+	Time   int64 // ns since the Unix epoch (send or receive time)
+	Data   []byte
+	Packet PacketMark // whether it started a packet or shared the one before; PacketUnknown if not recorded
 }
 
 // Errors.
@@ -91,6 +99,7 @@ const (
 	DefaultSyncInterval = 10 * time.Millisecond
 	DefaultSegmentBytes = 64 << 20
 	DefaultBlockBytes   = 64 << 10
+	DefaultPerm         = 0o600
 	// MinSegmentBytes is the smallest SegmentBytes: a segment holds at
 	// least one record of any size.
 	MinSegmentBytes = 4 * MaxRecordLen
@@ -116,6 +125,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Perm &= fs.ModePerm; c.Perm == 0 {
+		c.Perm = DefaultPerm
 	}
 	return c
 }
@@ -154,4 +166,10 @@ func itoa(n int64) string {
 		b[i] = '-'
 	}
 	return string(b[i:])
+}
+
+// dirPerm is the permission of a directory holding files of perm: each
+// class that may read them may also enter it.
+func dirPerm(perm fs.FileMode) fs.FileMode {
+	return perm | (perm&0o444)>>2
 }

@@ -75,6 +75,8 @@ type salvaged struct {
 	recs     []frame // good message records, in sequence order, data copied
 	ended    bool
 	endTime  int64
+	sealed   bool // ends with a seal record
+	sealTime int64
 	firstBad *CorruptError
 }
 
@@ -91,12 +93,19 @@ func (j *Journal) salvage(seg *segment) (salvaged, error) {
 	}
 	expect := seg.first
 	take := func(fr frame, off int64) {
-		if sv.ended {
-			note(off, "record after the end of session")
+		if sv.ended || sv.sealed {
+			note(off, "record after the end of session or the seal of the segment")
 			return
 		}
-		if fr.typ == recEnd {
+		switch fr.typ {
+		case recEnd:
 			sv.ended, sv.endTime = true, fr.ts
+			return
+		case recSeal:
+			if fr.seq != expect {
+				note(off, fmt.Sprintf("segment sealed at sequence %d where %d was expected", fr.seq, expect))
+			}
+			sv.sealed, sv.sealTime = true, fr.ts
 			return
 		}
 		if fr.seq != expect {
@@ -132,7 +141,7 @@ func (j *Journal) salvage(seg *segment) (salvaged, error) {
 			}
 		}
 	} else {
-		b, err := os.ReadFile(seg.path)
+		b, err := readRegular(seg.path, &j.io)
 		if err != nil {
 			return sv, fmt.Errorf("journal: read %s: %w", seg.path, err)
 		}
@@ -142,7 +151,7 @@ func (j *Journal) salvage(seg *segment) (salvaged, error) {
 		}
 		for off := int64(SegmentHeaderLen); off < end; {
 			fr, st := decodeFrame(b[off:end])
-			if st == frameOK && (fr.typ == recEnd || fr.seq >= expect) {
+			if st == frameOK && (fr.typ != recMessage || fr.seq >= expect) {
 				take(fr, off)
 				off += int64(fr.n)
 				continue
@@ -165,8 +174,13 @@ type Range struct{ From, To wire.Seq }
 
 // Repair rewrites every corrupt segment of stream id. The records that
 // still read back are kept; each missing range is filled with the
-// messages fetch returns for it (exactly To-From of them, in order), timed
-// as the record before it. Each segment is written whole to a temporary
+// messages fetch returns for it (exactly To-From of them, in order),
+// timed evenly between the records around the range (the one before it
+// and the one after it, in this segment or its neighbours): a paced
+// replay sends them at the range's original pace, not in a burst. A
+// range with a record on one side only gets that record's time; with
+// none, the segment's creation time. Their packet grouping is unknown
+// (PacketUnknown). Each segment is written whole to a temporary
 // file, synced, renamed over the damaged one and its directory synced, so
 // a crash leaves the old or the new segment, never a mix; nothing changes
 // for a segment whose ranges fetch cannot fill. It returns the ranges it
@@ -223,7 +237,18 @@ func (j *Journal) Repair(id StreamID, fetch func(r Range) ([][]byte, error)) ([]
 			}
 			fills[g.From] = msgs
 		}
-		if err := j.rewrite(st, seg, sv, gaps, fills, next, newest); err != nil {
+		before, after := int64(math.MinInt64), int64(math.MinInt64)
+		if i > 0 && segs[i-1].loadIndex(&j.io) == nil {
+			segs[i-1].mu.Lock()
+			before = segs[i-1].maxTime
+			segs[i-1].mu.Unlock()
+		}
+		if i+1 < len(segs) {
+			if t := segs[i+1].firstTime(&j.io); t != 0 {
+				after = t
+			}
+		}
+		if err := j.rewrite(st, seg, sv, gaps, fills, next, newest, before, after); err != nil {
 			return filled, err
 		}
 		filled = append(filled, gaps...)
@@ -233,25 +258,26 @@ func (j *Journal) Repair(id StreamID, fetch func(r Range) ([][]byte, error)) ([]
 }
 
 // rewrite writes the repaired copy of seg and swaps it in.
-func (j *Journal) rewrite(st *stream, seg *segment, sv salvaged, gaps []Range, fills map[wire.Seq][][]byte, next wire.Seq, newest bool) error {
+// before and after are the times of the records just before and after
+// the segment (MinInt64 when there is none).
+func (j *Journal) rewrite(st *stream, seg *segment, sv salvaged, gaps []Range, fills map[wire.Seq][][]byte, next wire.Seq, newest bool, before, after int64) error {
 	final := filepath.Join(st.dir, segName(seg.first, segExt))
 	tmp := final + tmpExt
-	h := seg.hdr
+	h := seg.header()
 	h.flags &^= flagZstd
 	b := h.append(make([]byte, 0, SegmentHeaderLen))
-	ts := int64(math.MinInt64)
+	ts := before // time of the record before, MinInt64 if unknown
 	ri := 0
 	gi := 0
 	for seq := seg.first; seq < next; {
 		if gi < len(gaps) && gaps[gi].From == seq {
-			if ts == math.MinInt64 {
-				ts = seg.firstTime()
-				if ts == 0 && ri < len(sv.recs) {
-					ts = sv.recs[ri].ts
-				}
+			hi := after
+			if ri < len(sv.recs) {
+				hi = sv.recs[ri].ts
 			}
-			for k, m := range fills[seq] {
-				b = appendMessage(b, seq+wire.Seq(k), ts, m)
+			fill := fills[seq]
+			for k, m := range fill {
+				b = appendMessage(b, seq+wire.Seq(k), interpolate(ts, hi, k, len(fill), h.created), m, PacketUnknown)
 			}
 			seq = gaps[gi].To
 			gi++
@@ -259,26 +285,32 @@ func (j *Journal) rewrite(st *stream, seg *segment, sv salvaged, gaps []Range, f
 		}
 		r := sv.recs[ri]
 		ri++
-		b = appendMessage(b, r.seq, r.ts, r.data)
+		b = appendMessage(b, r.seq, r.ts, r.data, r.mark)
 		ts = r.ts
 		seq++
 	}
 	if sv.ended {
 		b = appendEnd(b, next, sv.endTime)
+	} else if sv.sealed {
+		b = appendSeal(b, next, sv.sealTime)
 	}
-	if err := writeFileSync(tmp, b); err != nil {
+	perm := j.cfg.Perm
+	if fi, err := os.Lstat(seg.path); err == nil && fi.Mode().IsRegular() {
+		perm = fi.Mode().Perm() // the repaired copy keeps the segment's mode
+	}
+	if err := writeFileSync(tmp, b, perm); err != nil {
 		return fmt.Errorf("journal: repair %s: %w%s", seg.path, err, hint(err))
 	}
 	nseg := &segment{path: final, hdr: h, first: seg.first, minTime: math.MinInt64, maxTime: math.MinInt64}
 	nseg.size.Store(int64(len(b)))
 	nseg.end.Store(int64(len(b)))
 	nseg.next.Store(uint64(next))
-	res := scanSegment(bytesReaderAt(b), final, h, int64(len(b)), false)
+	res := scanSegment(bytesReaderAt(b), nil, final, h, int64(len(b)), false)
 	if res.corrupt != nil || res.next != next {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("journal: repair %s: the rewritten segment does not read back: %v", seg.path, res.corrupt)
 	}
-	nseg.idx, nseg.minTime, nseg.maxTime, nseg.ended, nseg.indexed = res.idx, res.minTime, res.maxTime, res.ended, true
+	nseg.idx, nseg.fine, nseg.minTime, nseg.maxTime, nseg.ended, nseg.indexed = res.idx, res.fine, res.minTime, res.maxTime, res.ended, true
 
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -317,9 +349,14 @@ func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeFileSync(path string, b []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		_ = os.Remove(path)
 		return err
 	}
 	if _, err := f.Write(b); err != nil {
@@ -333,4 +370,20 @@ func writeFileSync(path string, b []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// interpolate is the time of the k-th of n messages filled between the
+// records timed lo and hi (MinInt64: none on that side), spread evenly
+// strictly between them; with one side unknown, the other side's time,
+// and with none, dflt.
+func interpolate(lo, hi int64, k, n int, dflt int64) int64 {
+	switch {
+	case lo == math.MinInt64 && hi == math.MinInt64:
+		return dflt
+	case lo == math.MinInt64:
+		return hi
+	case hi == math.MinInt64 || hi <= lo:
+		return lo
+	}
+	return lo + int64(float64(hi-lo)*float64(k+1)/float64(n+1))
 }

@@ -26,15 +26,16 @@ type Writer struct {
 	st  *stream
 	cfg *Config
 
-	seg     *segment
-	f       *os.File
-	off     int64    // committed end of seg
-	next    wire.Seq // sequence of the next Append
-	tmax    int64    // largest time in seg
-	nextIdx int64    // offset from which the next index entry is due
-	buf     []byte
-	closed  bool
-	ended   bool
+	seg      *segment
+	f        *os.File
+	off      int64    // committed end of seg
+	next     wire.Seq // sequence of the next Append
+	tmax     int64    // largest time in seg
+	nextIdx  int64    // offset from which the next index entry is due
+	nextFine int64    // offset from which the next fine index entry is due
+	buf      []byte
+	closed   bool
+	ended    bool
 
 	// Background sync (SyncInterval): the loop goroutine waits for a kick,
 	// sleeps the interval and syncs. syncMu serializes fsync with rotation
@@ -58,7 +59,11 @@ func newWriter(j *Journal, st *stream, seg *segment, f *os.File) *Writer {
 	seg.mu.Lock()
 	w.tmax = seg.maxTime
 	if n := len(seg.idx); n > 0 {
-		w.nextIdx = seg.idx[n-1].off + indexEvery
+		c := seg.idx[n-1]
+		w.nextIdx, w.nextFine = c.off+indexEvery, c.off+fineEvery
+		if k := len(seg.fine); k > int(c.fine) {
+			w.nextFine = unpackFine(c, seg.fine[k-1]).off + fineEvery
+		}
 	}
 	if cap(seg.idx) < int(j.cfg.SegmentBytes/indexEvery)+1 {
 		// Room for every index entry of a full segment, so that appends
@@ -66,6 +71,11 @@ func newWriter(j *Journal, st *stream, seg *segment, f *os.File) *Writer {
 		idx := make([]idxEntry, len(seg.idx), int(j.cfg.SegmentBytes/indexEvery)+2)
 		copy(idx, seg.idx)
 		seg.idx = idx
+	}
+	if cap(seg.fine) < int(j.cfg.SegmentBytes/fineEvery)+1 {
+		fine := make([]uint32, len(seg.fine), int(j.cfg.SegmentBytes/fineEvery)+2)
+		copy(fine, seg.fine)
+		seg.fine = fine
 	}
 	seg.mu.Unlock()
 	w.durable.Store(uint64(w.next))
@@ -123,9 +133,17 @@ func (w *Writer) check(seq wire.Seq) error {
 }
 
 // Append adds message seq, which must be Next() (ErrOutOfOrder
-// otherwise), timestamped ts (ns since the Unix epoch). It allocates
-// nothing. The record is durable per the Config's SyncPolicy.
+// otherwise), timestamped ts (ns since the Unix epoch), its packet
+// unknown. It allocates nothing. The record is durable per the Config's
+// SyncPolicy.
 func (w *Writer) Append(seq wire.Seq, ts int64, msg []byte) error {
+	return w.AppendMarked(seq, ts, msg, PacketUnknown)
+}
+
+// AppendMarked is Append recording what is known of the message's packet
+// (PacketStart for the first message of a packet, PacketSame for the
+// others), so that the packets can be rebuilt as they were on the wire.
+func (w *Writer) AppendMarked(seq wire.Seq, ts int64, msg []byte, mark PacketMark) error {
 	if err := w.check(seq); err != nil {
 		return err
 	}
@@ -135,13 +153,13 @@ func (w *Writer) Append(seq wire.Seq, ts int64, msg []byte) error {
 	if err := w.room(frameLen(len(msg))); err != nil {
 		return err
 	}
-	w.buf = w.frame(w.buf[:0], seq, ts, msg)
+	w.buf = w.frame(w.buf[:0], seq, ts, msg, mark)
 	return w.commit(w.buf, seq+1)
 }
 
 // room rotates the segment when n more bytes would pass SegmentBytes.
 func (w *Writer) room(n int) error {
-	if w.off+int64(n) > w.cfg.SegmentBytes && w.off > SegmentHeaderLen {
+	if w.off+int64(n)+sealLen > w.cfg.SegmentBytes && w.off > SegmentHeaderLen {
 		return w.rotate()
 	}
 	return nil
@@ -149,16 +167,21 @@ func (w *Writer) room(n int) error {
 
 // frame appends the record of message seq to b (pending bytes after off),
 // noting an index entry when one is due.
-func (w *Writer) frame(b []byte, seq wire.Seq, ts int64, msg []byte) []byte {
+func (w *Writer) frame(b []byte, seq wire.Seq, ts int64, msg []byte, mark PacketMark) []byte {
 	at := w.off + int64(len(b))
 	if at >= w.nextIdx {
 		w.seg.mu.Lock()
-		w.seg.idx = append(w.seg.idx, idxEntry{seq: seq, off: at, tmax: w.tmax})
+		w.seg.idx = append(w.seg.idx, idxEntry{seq: seq, off: at, tmax: w.tmax, fine: uint32(len(w.seg.fine))})
 		w.seg.mu.Unlock()
-		w.nextIdx = at + indexEvery
+		w.nextIdx, w.nextFine = at+indexEvery, at+fineEvery
+	} else if at >= w.nextFine {
+		w.seg.mu.Lock()
+		w.seg.fine = append(w.seg.fine, packFine(w.seg.idx[len(w.seg.idx)-1], seq, at))
+		w.seg.mu.Unlock()
+		w.nextFine = at + fineEvery
 	}
 	w.tmax = max(w.tmax, ts)
-	return appendMessage(b, seq, ts, msg)
+	return appendMessage(b, seq, ts, msg, mark)
 }
 
 // commit writes b, the framed records up to next, and publishes them.
@@ -196,6 +219,14 @@ func (w *Writer) fail(err error) error {
 	for n := len(w.seg.idx); n > 0 && w.seg.idx[n-1].off >= w.off; n-- {
 		w.seg.idx = w.seg.idx[:n-1]
 	}
+	if n := len(w.seg.idx); n == 0 {
+		w.seg.fine = w.seg.fine[:0]
+	} else {
+		c := w.seg.idx[n-1]
+		for k := len(w.seg.fine); k > int(c.fine) && unpackFine(c, w.seg.fine[k-1]).off >= w.off; k-- {
+			w.seg.fine = w.seg.fine[:k-1]
+		}
+	}
 	w.seg.mu.Unlock()
 	if terr := w.f.Truncate(w.off); terr == nil {
 		_, _ = w.f.Seek(w.off, 0)
@@ -203,8 +234,9 @@ func (w *Writer) fail(err error) error {
 	return w.latch(err)
 }
 
-// AppendPacket appends every message of a MoldUDP64 data packet. Messages
-// below Next are skipped (already held); a packet starting beyond Next is
+// AppendPacket appends every message of a MoldUDP64 data packet, marking
+// which ones shared it (PacketStart, then PacketSame). Messages below Next
+// are skipped (already held); a packet starting beyond Next is
 // ErrOutOfOrder. An end-of-session packet records the end (End); a
 // heartbeat is ignored.
 func (w *Writer) AppendPacket(pkt []byte, ts int64) error {
@@ -233,13 +265,14 @@ func (w *Writer) AppendPacket(pkt []byte, ts int64) error {
 	}
 	b := w.buf[:0]
 	next := w.next
+	mark := PacketStart
 	for {
 		msg, seq, ok := it.Next()
 		if !ok {
 			break
 		}
 		n := frameLen(len(msg))
-		if w.off+int64(len(b)+n) > w.cfg.SegmentBytes && w.off+int64(len(b)) > SegmentHeaderLen || len(b)+n > cap(b) {
+		if w.off+int64(len(b)+n)+sealLen > w.cfg.SegmentBytes && w.off+int64(len(b)) > SegmentHeaderLen || len(b)+n > cap(b) {
 			if len(b) > 0 {
 				if err := w.commit(b, next); err != nil {
 					return err
@@ -250,7 +283,8 @@ func (w *Writer) AppendPacket(pkt []byte, ts int64) error {
 				return err
 			}
 		}
-		b = w.frame(b, seq, ts, msg)
+		b = w.frame(b, seq, ts, msg, mark)
+		mark = PacketSame
 		next = seq + 1
 	}
 	if len(b) == 0 {
@@ -362,21 +396,42 @@ func (w *Writer) rotate() error {
 	if next := old.next.Load(); next > w.durable.Load() {
 		w.durable.Store(next)
 	}
-	h := old.hdr
+	h := old.header()
+	h.flags &^= flagOrigin | flagRetained
 	h.first = w.next
 	h.created = time.Now().UnixNano()
 	seg, f, err := w.j.createSegment(w.st.dir, h)
 	if err != nil {
 		return w.latch(err)
 	}
+	// Seal the old segment only now that the next one is on disk: a
+	// sealed segment without a successor is a deleted segment, never a
+	// crash in the middle of a rotation.
+	w.buf = appendSeal(w.buf[:0], w.next, h.created)
+	if _, err := w.f.Write(w.buf); err != nil {
+		f.Close()
+		return w.fail(fmt.Errorf("journal: seal %s: %w%s", old.path, err, hint(err)))
+	}
+	if err := fdatasync(w.f); err != nil {
+		f.Close()
+		return w.latch(fmt.Errorf("journal: seal %s: %w%s", old.path, err, hint(err)))
+	}
+	w.off += int64(len(w.buf))
+	old.end.Store(w.off)
+	old.size.Store(w.off)
+	old.mu.Lock()
+	old.sealed = true
+	old.mu.Unlock()
 	if err := w.f.Close(); err != nil {
 		w.j.log.Warn("journal: close sealed segment", "path", old.path, "err", err)
 	}
 	old.mu.Lock()
 	old.idx = old.idx[:len(old.idx):len(old.idx)]
+	old.fine = append([]uint32(nil), old.fine...) // give back the room a full segment would need
 	old.mu.Unlock()
-	w.f, w.seg, w.off, w.tmax, w.nextIdx = f, seg, SegmentHeaderLen, math.MinInt64, 0
+	w.f, w.seg, w.off, w.tmax, w.nextIdx, w.nextFine = f, seg, SegmentHeaderLen, math.MinInt64, 0, 0
 	seg.idx = make([]idxEntry, 0, int(w.cfg.SegmentBytes/indexEvery)+2)
+	seg.fine = make([]uint32, 0, int(w.cfg.SegmentBytes/fineEvery)+2)
 	w.st.mu.Lock()
 	w.st.segs = append(w.st.segs, seg)
 	w.st.mu.Unlock()

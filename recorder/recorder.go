@@ -50,6 +50,11 @@ type Config struct {
 	// session from its start, fetching what came before the join from
 	// Upstream (within subscriber.Config.MaxGap and NAK.MaxPending).
 	StartSeq wire.Seq
+	// MaxStreams and MaxStreamsPerSource bound the streams recorded at
+	// once (see subscriber.Config: defaults 64 and 16 per source address,
+	// negative per source for no such bound). Packets of a stream beyond
+	// them are not journaled: Stats counts them (RefusedPackets).
+	MaxStreams, MaxStreamsPerSource int
 	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
 	// its Deadline defaults to DefaultNAKDeadline.
 	NAK nak.Config
@@ -105,6 +110,7 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
 		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, RepairGroup: cfg.RepairGroup,
 		StartSeq: cfg.StartSeq, NAK: cfg.NAK, Wrap: cfg.Wrap,
+		MaxStreams: cfg.MaxStreams, MaxStreamsPerSource: cfg.MaxStreamsPerSource,
 		OnMessage: r.tap.message,
 		OnEnd:     r.tap.end,
 	})
@@ -118,7 +124,11 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 // Stats returns what the recorder journaled and the first journal error
 // (a full disk, a deleted directory); after an error the recorder keeps
 // running but does not record the stream that failed.
-func (r *Recorder) Stats() (TapStats, error) { return r.tap.stats() }
+func (r *Recorder) Stats() (TapStats, error) {
+	ts, err := r.tap.stats()
+	ts.RefusedPackets = r.sub.Stats().Drops[subscriber.DropTooManyStreams]
+	return ts, err
+}
 
 // FeedStats are the feed subscriber's counters (kernel drops, NAKs,
 // recovered and lost messages).

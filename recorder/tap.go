@@ -33,6 +33,11 @@ type tap struct {
 	held    map[subscriber.StreamID]wire.Seq // a resumed incarnation's Next, when beyond the live join
 	lastID  subscriber.StreamID
 	last    *journal.Writer // one-entry lookup cache
+	// The packet being journaled: the writer its previous message went to
+	// (nil when it was not journaled) and its receive time, which every
+	// message of the packet gets.
+	pktW    *journal.Writer
+	pktTime int64
 	st      TapStats
 	err     error // the first journal error; later appends of the stream are skipped
 	closed  bool
@@ -48,6 +53,9 @@ type TapStats struct {
 	Filled       uint64 // messages fetched from Upstream to continue a resumed incarnation
 	Ended        uint64 // end of session recorded
 	Errors       uint64 // appends that failed (the first error is Err)
+	// RefusedPackets counts the packets of streams beyond the recorder's
+	// stream bounds (Config.MaxStreams), not journaled (Recorder only).
+	RefusedPackets uint64
 }
 
 func newTap(j *journal.Journal, log *slog.Logger) *tap {
@@ -55,12 +63,19 @@ func newTap(j *journal.Journal, log *slog.Logger) *tap {
 		now: func() int64 { return time.Now().UnixNano() }}
 }
 
-// message journals m, stamped with the receive time.
+// message journals m, stamped with the receive time of its packet, and
+// marked as the first of its packet or one sharing the packet of the
+// record before it.
 func (t *tap) message(m subscriber.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return
+	}
+	inPacket := t.pktW
+	t.pktW = nil // until this message is journaled
+	if m.PacketStart || inPacket == nil {
+		inPacket, t.pktTime = nil, t.now()
 	}
 	w := t.last
 	if w == nil || t.lastID != m.Stream {
@@ -96,10 +111,17 @@ func (t *tap) message(m subscriber.Message) {
 		}
 	}
 	t.lastID, t.last = m.Stream, w
-	if err := w.Append(m.Seq, t.now(), m.Data); err != nil {
+	// A message shares the packet of the record before it only when that
+	// record is the packet's previous message, in this incarnation.
+	mark := journal.PacketStart
+	if inPacket == w {
+		mark = journal.PacketSame
+	}
+	if err := w.AppendMarked(m.Seq, t.pktTime, m.Data, mark); err != nil {
 		t.fail(fmt.Errorf("recorder: journal %s seq %d: %w", m.Stream, m.Seq, err))
 		return
 	}
+	t.pktW = w
 	t.st.Messages++
 	t.st.Bytes += uint64(len(m.Data))
 }
@@ -206,6 +228,9 @@ func (t *tap) closeWriter(id subscriber.StreamID, w *journal.Writer) {
 	}
 	delete(t.writers, id)
 	delete(t.held, id)
+	if t.pktW == w {
+		t.pktW = nil
+	}
 	if t.last == w {
 		t.last = nil
 	}

@@ -322,10 +322,20 @@ func (h *handler) answer(now monotime.Time, s wire.Session, seq wire.Seq, count 
 		buf := q.buf()
 		var pkt []byte
 		n := 0
+		// Never build more than the request may still send: a packet
+		// dropped for MaxRequestBytes would cost its source's reads (a
+		// journal's disk) for nothing.
+		size := min(payload, bytesLeft)
+		if size < wire.HeaderLen+wire.MsgLenLen {
+			break // MaxRequestBytes reached
+		}
 		for _, source := range h.cfg.sources {
 			var err error
-			pkt, n, err = source.AppendPacket(buf, s, pos, int(end-pos), payload)
+			pkt, n, err = source.AppendPacket(buf, s, pos, int(end-pos), size)
 			if err != nil {
+				if size < payload && errors.Is(err, wire.ErrMessageTooLarge) {
+					return msgs, why // MaxRequestBytes reached
+				}
 				why = ReasonSourceError
 				if errors.Is(err, wire.ErrMessageTooLarge) {
 					why = ReasonTooLarge

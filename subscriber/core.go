@@ -53,6 +53,10 @@ type Message struct {
 	Stream StreamID
 	Seq    wire.Seq
 	Data   []byte
+	// PacketStart: the first message delivered from its packet (the
+	// others of that packet follow it with PacketStart false), so a
+	// recorder can keep which messages shared a packet.
+	PacketStart bool
 }
 
 // Gap is a range of sequences [From, To) found missing from a stream. Each
@@ -794,7 +798,7 @@ func (c *core) deliver(s *stream, p wire.Packet, feed Feed) {
 			break
 		}
 		if on != nil {
-			on(Message{Stream: s.id, Seq: seq, Data: msg})
+			on(Message{Stream: s.id, Seq: seq, Data: msg, PacketStart: n == 0})
 		}
 		n++
 		nb += uint64(len(msg))

@@ -162,14 +162,20 @@ func journalList(args []string, stdout io.Writer) error {
 	for _, t := range j.TornTails() {
 		fmt.Fprintf(w, "torn tail: %s from offset %d (%d bytes), cut at the next read-write open\n", t.Path, t.Offset, t.Bytes)
 	}
+	for _, d := range j.Damage() {
+		fmt.Fprintf(w, "DAMAGED %s (mdbus journal verify for all of it)\n", d)
+	}
 	return nil
 }
 
 func journalVerify(args []string, stdout io.Writer) error {
 	dir, jf, err := parseJournalArgs("verify", `Reads every record of every segment, checking lengths, CRC-32C and sequence
-continuity. Exits 1 when anything is corrupt, naming the file and byte
-offset of the first bad record of each damaged segment. Does not modify the
-journal (a torn tail is reported, not cut).`, args, nil)
+continuity within and across segments, and the layout: every stream
+directory and segment missing, empty, renamed, linked (a symbolic link,
+FIFO or device in place of a file, refused without following or blocking)
+or unparsable, and every run of sequences missing between segments. Exits
+1 when anything is wrong, naming the file (and byte offset) of each
+problem. Does not modify the journal (a torn tail is reported, not cut).`, args, nil)
 	if err != nil {
 		return err
 	}
@@ -199,6 +205,17 @@ journal (a torn tail is reported, not cut).`, args, nil)
 	}
 	for _, t := range j.TornTails() {
 		fmt.Fprintf(stdout, "torn tail %s from offset %d (%d bytes): not corruption; cut at the next read-write open\n", t.Path, t.Offset, t.Bytes)
+	}
+	damaged := j.Damage()
+	for _, d := range damaged {
+		fmt.Fprintf(stdout, "DAMAGED %s\n", d)
+	}
+	if len(damaged) > 0 {
+		msg := fmt.Sprintf("%d damaged stream director(ies) or segment(s), the first %s", len(damaged), damaged[0])
+		if first != nil {
+			msg += fmt.Sprintf(", and %d corrupt segment(s)", nbad)
+		}
+		return fmt.Errorf("%s; restore the files from a backup, or re-record the missing ranges", msg)
 	}
 	if first != nil {
 		return fmt.Errorf("%d corrupt segment(s), the first %s at offset %d; restore them with: mdbus journal repair --from ADDR %s",
@@ -337,8 +354,16 @@ func journalRepair(ctx context.Context, args []string, stdout io.Writer) error {
 	dir, jf, err := parseJournalArgs("repair", `Rewrites every corrupt segment: the records that still read back are kept
 and each damaged range is re-requested (MoldUDP64, unicast) from the
 retransmitter or rewinder at --from, which must hold it. Each segment is
-rewritten whole to a new file, synced and renamed over the damaged one:
-acknowledged data is never cut. Stop writers of the journal first.`, args, func(fs *flag.FlagSet) {
+rewritten whole to a new file (keeping its permissions), synced and
+renamed over the damaged one: acknowledged data is never cut. Stop writers
+of the journal first.
+
+Restored records are timed evenly between the records around their range
+(the last one before it and the first one after it), so a paced replay
+sends them at about the original pace instead of in a burst; a range at
+the end of the stream gets the time of the record before it, one at the
+start the time of the record after it. Their packet grouping is not known:
+pcap export gives them packets of their own unless they share a time.`, args, func(fs *flag.FlagSet) {
 		from = fs.String("from", "", "re-request address of a rewinder or retransmitter, e.g. 127.0.0.1:31100 (required)")
 		wait = fs.String("wait", "200ms", "how long to wait for answers before asking again (10 silent waits fail)")
 	})

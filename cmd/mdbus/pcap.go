@@ -424,9 +424,11 @@ func runPcapExport(_ context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("pcap export", "--journal DIR --out FILE [flags]", `Writes journal streams as a nanosecond pcap of Ethernet/IPv4/UDP frames
 (IPv6 when --group is IPv6), checksums valid, that Wireshark and tshark
 decode with "-d udp.port==PORT,moldudp64". Records are packed into
-MoldUDP64 packets of at most --payload bytes; records that share a
-timestamp share a packet (as the journal recorded them), --coalesce
-widens that. Each packet carries its first record's time. An ended
+MoldUDP64 packets of at most --payload bytes, grouped as they were on the
+wire when the journal recorded it (mdbus record, rewind --journal, pub
+--journal); records without that mark (older journals) share a packet when
+they share a timestamp. --coalesce repacks instead. Each packet carries its
+first record's time. An ended
 stream exported to its end gets its end-of-session packet.
 
 The selected streams (--session, --source, --incarnation; default all)
@@ -441,7 +443,7 @@ are merged in packet time order, as they were on the wire.`)
 	group := fs.String("group", pcap.DefaultExportGroup.String(), "destination group[:port] of the packets")
 	port := fs.Uint("port", 0, "destination UDP port (overrides the group's)")
 	payload := fs.Int("payload", 0, "largest MoldUDP64 packet, bytes (default 1472 IPv4, 1452 IPv6)")
-	coalesce := fs.Duration("coalesce", 0, "pack records up to this far apart in time into one packet (0 = same timestamp; negative = fill every packet)")
+	coalesce := fs.Duration("coalesce", 0, "repack: records up to this far apart in time share a packet (0 = keep the recorded packets; negative = fill every packet)")
 	fs.Bool("netns", false, "run inside a private user+network namespace")
 	if err := parseFlags(fs, args); err != nil {
 		return err

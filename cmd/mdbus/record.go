@@ -6,13 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
+	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -23,8 +26,8 @@ func init() {
 
 // journalWriteFlags are the flags of the commands that write a journal.
 type journalWriteFlags struct {
-	dir, fsync *string
-	every      *time.Duration
+	dir, fsync, mode *string
+	every            *time.Duration
 }
 
 func addJournalWriteFlags(fs *flag.FlagSet, required bool) journalWriteFlags {
@@ -36,6 +39,7 @@ func addJournalWriteFlags(fs *flag.FlagSet, required bool) journalWriteFlags {
 		dir:   fs.String("journal", "", help),
 		fsync: fs.String("fsync", "interval", "when records are fsynced: none (the OS decides), interval (every --fsync-every), every (each record)"),
 		every: fs.Duration("fsync-every", 10*time.Millisecond, "with --fsync interval: the most a machine crash may lose"),
+		mode:  fs.String("journal-mode", "0600", "permission (octal) of the journal files created; directories get the matching x bits (0600: 0700). Set exactly, whatever the umask; widen it (0640) to let a group read"),
 	}
 }
 
@@ -58,6 +62,11 @@ func (f journalWriteFlags) open() (*journal.Journal, error) {
 	if *f.every <= 0 {
 		return nil, usageErr("--fsync-every %v: want a positive duration like 10ms", *f.every)
 	}
+	perm, err := strconv.ParseUint(*f.mode, 8, 32)
+	if err != nil || perm > 0o777 || perm&0o600 != 0o600 {
+		return nil, usageErr("--journal-mode %q: want an octal permission from 0600 to 0777 that lets the owner read and write, like 0640", *f.mode)
+	}
+	cfg.Perm = fs.FileMode(perm)
 	j, err := journal.Open(*f.dir, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", *f.dir, err)
@@ -79,6 +88,8 @@ journal back with mdbus replay.`)
 	fromStart := fs.Bool("from-start", false, "with --upstream: record each session from sequence 1, fetching what came before the join")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
+	maxStreams := fs.Int("max-streams", subscriber.DefaultMaxStreams, "streams (source, session) recorded at once; packets of more are not journaled, logged and counted (refused)")
+	maxPerSource := fs.Int("max-streams-per-source", subscriber.DefaultMaxStreamsPerSource, "of which from one source address (-1: no such bound)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,6 +98,9 @@ journal back with mdbus replay.`)
 	}
 	if *rcvbuf < 0 || *stats < 0 {
 		return usageErr("--rcvbuf and --stats must not be negative")
+	}
+	if *maxStreams < 1 || *maxPerSource == 0 || *maxPerSource < -1 {
+		return usageErr("--max-streams %d, --max-streams-per-source %d: want at least 1 (per source: -1 for no bound)", *maxStreams, *maxPerSource)
 	}
 	group, source, err := gf.parse()
 	if err != nil {
@@ -115,6 +129,7 @@ journal back with mdbus replay.`)
 	rec, err := recorder.NewRecorder(recorder.Config{
 		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf,
 		Upstream: up, UpstreamBackups: upBackups, RepairGroup: rg, StartSeq: start, Journal: j,
+		MaxStreams: *maxStreams, MaxStreamsPerSource: *maxPerSource,
 	})
 	if err != nil {
 		return err
@@ -133,21 +148,38 @@ journal back with mdbus replay.`)
 		defer t.Stop()
 		tick = t.C
 	}
+	// Streams beyond the bounds are said once a second while they last,
+	// whatever --stats says: a recording that misses streams must not be
+	// silent about it.
+	refusedTick := time.NewTicker(time.Second)
+	defer refusedTick.Stop()
+	var refusedSaid uint64
+	sayRefused := func(ts recorder.TapStats) {
+		if ts.RefusedPackets > refusedSaid {
+			fmt.Fprintf(os.Stderr, "mdbus record: %d packets of streams beyond --max-streams %d (--max-streams-per-source %d) not journaled (%d in all); raise the bounds to record them\n",
+				ts.RefusedPackets-refusedSaid, *maxStreams, *maxPerSource, ts.RefusedPackets)
+			refusedSaid = ts.RefusedPackets
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			err := rec.Close()
 			ts, jerr := rec.Stats()
-			fmt.Fprintf(os.Stderr, "mdbus record: journaled %d messages (%d bytes) in %d incarnations\n", ts.Messages, ts.Bytes, ts.Incarnations)
+			fmt.Fprintf(os.Stderr, "mdbus record: journaled %d messages (%d bytes) in %d incarnations; %d packets of streams beyond --max-streams refused\n",
+				ts.Messages, ts.Bytes, ts.Incarnations, ts.RefusedPackets)
 			if jerr != nil {
 				return jerr
 			}
 			return err
+		case <-refusedTick.C:
+			ts, _ := rec.Stats()
+			sayRefused(ts)
 		case <-tick:
 			ts, jerr := rec.Stats()
 			fst := rec.FeedStats()
-			fmt.Fprintf(stdout, "%s journaled %d msgs %d bytes, %d incarnations, %d ended | kernel drops %d, NAKs %d, recovered %d, lost %d\n",
-				time.Now().Format("15:04:05"), ts.Messages, ts.Bytes, ts.Incarnations, ts.Ended,
+			fmt.Fprintf(stdout, "%s journaled %d msgs %d bytes, %d incarnations, %d ended, %d refused packets | kernel drops %d, NAKs %d, recovered %d, lost %d\n",
+				time.Now().Format("15:04:05"), ts.Messages, ts.Bytes, ts.Incarnations, ts.Ended, ts.RefusedPackets,
 				fst.KernelDrops, fst.NAKs, fst.Recovered, fst.LostMessages)
 			if jerr != nil {
 				rec.Close()

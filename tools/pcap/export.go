@@ -38,10 +38,14 @@ type ExportConfig struct {
 	PayloadSize int
 	// Coalesce is how far apart (in record time) messages may be and
 	// still share a packet; the packet carries its first message's time.
-	// 0 (the default) packs only messages of the same timestamp: a
-	// journal records every message of a packet with the packet's time,
-	// so the packets come out as they were sent. Negative packs up to
-	// PayloadSize regardless of time.
+	// 0 (the default) rebuilds the packets the journal recorded: records
+	// marked as sharing the packet of the one before (journal.PacketSame,
+	// written by mdbus record, rewind --journal and pub --journal) join
+	// it, and records without a mark (journals of format 1,
+	// journal.Writer.Append) share a packet only with records of the same
+	// timestamp. Nonzero repacks and ignores the marks: positive packs
+	// messages up to that far apart, negative up to PayloadSize
+	// regardless of time.
 	Coalesce time.Duration
 }
 
@@ -137,6 +141,7 @@ type packer struct {
 	carry       []byte // a record read but not fitting the last packet
 	carrySeq    wire.Seq
 	carryTime   int64
+	carryMark   journal.PacketMark
 	hasCarry    bool
 	lastTime    int64
 	eof, ended  bool // records done; end of session written
@@ -189,9 +194,15 @@ func newPacker(j *journal.Journal, id journal.StreamID, cfg ExportConfig, st *Ex
 
 // add puts a record into the current packet, starting one if needed; it
 // reports false when the record belongs in the next packet.
-func (p *packer) add(seq wire.Seq, ts int64, data []byte) (bool, error) {
+func (p *packer) add(seq wire.Seq, ts int64, data []byte, mark journal.PacketMark) (bool, error) {
 	if p.enc.Count() > 0 {
-		join := p.cfg.Coalesce < 0 || (ts >= p.time && ts-p.time <= int64(p.cfg.Coalesce))
+		var join bool
+		switch {
+		case p.cfg.Coalesce == 0 && mark != journal.PacketUnknown:
+			join = mark == journal.PacketSame // as recorded
+		default:
+			join = p.cfg.Coalesce < 0 || (ts >= p.time && ts-p.time <= int64(p.cfg.Coalesce))
+		}
 		if !join || !p.enc.Fits(len(data)) {
 			return false, nil
 		}
@@ -216,7 +227,7 @@ func (p *packer) advance() error {
 	p.enc.Reset(p.buf[:0], p.id.Session, 0, p.cfg.PayloadSize)
 	if p.hasCarry {
 		p.hasCarry = false
-		if _, err := p.add(p.carrySeq, p.carryTime, p.carry); err != nil {
+		if _, err := p.add(p.carrySeq, p.carryTime, p.carry, p.carryMark); err != nil {
 			return err
 		}
 	}
@@ -236,13 +247,13 @@ func (p *packer) advance() error {
 			p.eof = true
 			break
 		}
-		added, err := p.add(rec.Seq, rec.Time, rec.Data)
+		added, err := p.add(rec.Seq, rec.Time, rec.Data, rec.Packet)
 		if err != nil {
 			return err
 		}
 		if !added {
 			p.carry = append(p.carry[:0], rec.Data...)
-			p.carrySeq, p.carryTime, p.hasCarry = rec.Seq, rec.Time, true
+			p.carrySeq, p.carryTime, p.carryMark, p.hasCarry = rec.Seq, rec.Time, rec.Packet, true
 			break
 		}
 		if rec.Seq == p.last {
