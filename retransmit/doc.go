@@ -104,30 +104,55 @@
 //     bytes sent in any interval T are at most RateBytes×T plus the
 //     bucket depth, RateBytes×Burst (at least one packet).
 //
-// # Coalescing and the repair group
+// # The repair group, confirms and coalescing
 //
+// With RepairGroup set, every answer goes to the group (UnicastFirst
+// restores the old rule: a range's first answer unicast, the group only
+// when a second requester asks), preceded by a NAK confirm (wire.Confirm,
+// PGM's NCF, 30 bytes) naming the messages answered and the number of
+// distinct requesters (address and port) heard in the last 10 s. The
+// subscribers that miss the same range hear that it is on its way and do
+// not ask; they size their NAK back-off by that count (nak.GroupBackoff).
 // The server remembers, for CoalesceWindow, each answered range (session,
-// sequence, capped count), who asked and whether it went multicast. Within
-// the window the same range is refused as coalesced when it was already
-// multicast or when the same requester (address and port) asks again.
-// When a different requester asks and RepairGroup is set, the range is sent
-// once on RepairGroup (two requesters want it: multicast serves them and
-// every other subscriber that lost it), and further asks within the
-// window are coalesced. Without RepairGroup a different requester gets its
-// own unicast answer, within its bucket. With AlwaysMulticast every
-// answer goes on RepairGroup and any repeat within the window is
-// coalesced. The first answer is never delayed.
+// sequence, capped count), who asked and whether it went multicast.
+// Within the window the same range is not answered again when it was
+// already multicast or when the same requester asks again: such requests
+// count as Coalesced, not as refused (their answer is on its way).
+// Without RepairGroup a different requester gets its own unicast answer.
+// The first answer is never delayed.
+//
+// # Held back, not refused
+//
+// A request the buckets cannot pay for now is held (at most MaxDeferred,
+// and one requester address at most a sixteenth of them, so a flood from a
+// few addresses cannot shut the others out) and confirmed at once as
+// wire.ConfirmLater with the time until the buckets pay for what is held
+// before it; it is answered as they refill, oldest first, skipping a
+// requester whose own bucket is dry. A request for messages a source
+// does not hold yet but expects next (a subscriber can see a gap before
+// a rewinder beside it has cached the packets after it) is held up to
+// 50 ms too. Only a full queue, or a range that is gone, refuses.
+//
+// The buckets follow the feed: every 100 ms the server measures the bytes
+// its caches were given (the feed's rate) and raises the global rate to
+// at least 4 times that and each requester's to at least 2 times that,
+// never below RateBytes and RequesterRateBytes, so the repair bandwidth a
+// subscriber needs to catch up grows with what it lost. The bounds per
+// request do not move.
 //
 // # Anti-amplification
 //
 //   - an answer is at most min(MaxPerRequest messages, MaxRequestBytes,
 //     the requester's bucket) for one 20-byte request; by default one
-//     packet, as a MoldUDP64 server's (at most about 74 bytes out per byte
-//     in), and a requester asks again for the rest of a long gap;
-//   - one source address (IPv6: one /64) receives at most RequesterRateBytes×(T+Burst)
+//     packet, as a MoldUDP64 server's, plus one 30-byte confirm (at most
+//     about 76 bytes out per byte in), and a requester asks for a long gap
+//     as several one-packet requests;
+//   - one source address (IPv6: one /64) receives at most Rr×(T+Burst), Rr the larger of RequesterRateBytes and twice the feed's rate,
 //     bytes in T (unless its bucket is evicted from the table by more
 //     than MaxRequesters other sources, which the global bucket bounds);
-//   - the whole server sends at most RateBytes×(T+Burst) bytes in T;
+//   - the whole server sends at most R×(T+Burst) bytes in T, confirms
+//     included, where R is RateBytes or 4 times the feed's rate, whichever
+//     is larger;
 //   - malformed, unknown, disallowed and spoofed-looking requests cost
 //     one parse and a counter, and are never answered; datagrams longer
 //     than 64 bytes are truncated by the kernel into a 64-byte buffer.
