@@ -219,19 +219,40 @@
 // Every gap a stream reports goes to the stream's nak.LossDetector (made
 // on its first gap), which decides when to ask and when to give up:
 //
-//	gap found --U[0,Delay)--> NAK --Retry--> NAK --2*Retry--> NAK ... --Deadline--> lost: OnLoss, then skip (or stop)
+//	gap found --back-off--> NAK --Retry--> NAK --2*Retry--> NAK ... --Deadline--> lost: OnLoss, then skip (or stop)
 //	    |      filled at any point (feed, other feed, repair): NAKs cancelled, recovery time recorded
+//	    |      confirmed by the retransmitter (another subscriber asked): not asked, retried only if overdue
 //	    +----- filled before the first NAK: it is never sent (suppression)
 //
 // The timing is nak's (see its package documentation for the reasoning
-// behind the LAN defaults): a random delay in [0, NAK.Delay = 2 ms) before
-// the first NAK, retries after NAK.Retry = 10 ms doubling to NAK.MaxRetry =
-// 100 ms, lost NAK.Deadline = 1 s after the gap was found, requests of at
-// most NAK.MaxRequest = 1024 messages, at most NAK.MaxPending = 65536
-// messages tracked per stream. With a non-zero NAK.Seed every stream's
-// delays are drawn from a seed derived from it and the stream's creation
-// index, so a test replays; leave it zero in production, or receivers that
-// share a seed draw the same delays and defeat suppression.
+// behind the LAN defaults): retries after NAK.Retry = 10 ms doubling to
+// NAK.MaxRetry = 100 ms, lost NAK.Deadline = 1 s after the gap was found,
+// at most NAK.MaxPending = 65536 messages tracked per stream.
+//
+// The back-off before the first NAK is, by default (NAK.Delay and
+// NAK.Generator unset, a Retransmitter configured), a nak.GroupBackoff
+// shared by the streams: NORM's truncated exponential over a window sized
+// by the group (the retransmitter's count of its requesters, in every
+// wire.Confirm) and the measured repair round trip, scaled down to the
+// share of the group that misses what this subscriber misses (estimated
+// from the confirms it hears: independent losses are asked at once, a loss
+// the group shares is asked by about one). Confirms heard on the repair
+// group or the repair socket postpone or suppress this subscriber's own
+// requests for the ranges they name (nak.LossDetector.OnConfirm). Setting
+// NAK.Delay uses a uniform delay in [0, NAK.Delay) instead.
+//
+// Requests are sized to one answer packet: the stream's recent average
+// message size gives the messages a retransmitter's packet holds
+// (nak.LossDetector.SetMaxRequest), so a MoldUDP64 server, which answers
+// a request with one packet, answers each whole, and a long gap is asked
+// as a window of such requests in flight (NAK.Window, 64). Requests due at
+// once are sent by the reader whose batch revealed the gap, without
+// waiting for the timer goroutine.
+//
+// With a non-zero NAK.Seed every stream's delays are drawn from a seed
+// derived from it and the stream's creation index, so a test replays;
+// leave it zero in production, or receivers that share a seed draw the
+// same delays and defeat suppression.
 //
 // A timer goroutine sleeps until the earliest time any detector has work
 // (a new gap due sooner wakes it through a one-slot channel), then, under
