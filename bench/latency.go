@@ -116,6 +116,9 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 		Name:   fmt.Sprintf("%s %s %sB %s/s", c.System, c.Mode, c.Sizes, rateName(c.Rate)),
 		System: c.System, Mode: c.Mode, Size: c.Sizes.String(), Rate: c.Rate, Loss: c.Loss, Series: series,
 	}
+	if c.Loss > 0 {
+		run.Name += fmt.Sprintf(" loss %g%%", c.Loss*100)
+	}
 	ring := newRing(c.Sizes, b.s.Batch, b.s.Seed)
 	groups := b.groups(2)
 	recvGroup := groups[0]
