@@ -131,7 +131,7 @@
 // requester whose own bucket is dry. A request for messages a source
 // does not hold yet but expects next (a subscriber can see a gap before
 // a rewinder beside it has cached the packets after it) is held up to
-// 50 ms too. Only a full queue, or a range that is gone, refuses.
+// 250 ms too. Only a full queue, or a range that is gone, refuses.
 //
 // The buckets follow the feed: every 100 ms the server measures the bytes
 // its caches were given (the feed's rate) and raises the global rate to

@@ -114,7 +114,7 @@ done:
 // yet (at or past the next they expect) is held before it is refused: a
 // subscriber can see a gap before a rewinder beside it has cached the
 // packets after it, and asking at once is not an error.
-const aheadHold = 50 * time.Millisecond
+const aheadHold = 250 * time.Millisecond
 
 // aheadSpan bounds how far past the next expected sequence a request is
 // taken as "not yet held" (a subscriber's whole pending set, nak's

@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		chk := verify.NewChecker[subscriber.StreamID](-1)
 		mu, lat := new(sync.Mutex), oneway.NewRecorder()
 		scfg := subscriber.Config{
-			Group: cfg.Group, Interface: cfg.Interface, StartSeq: 1, Wrap: wrap, ReorderPackets: 8192,
+			Group: cfg.Group, Interface: cfg.Interface, StartSeq: 1, Wrap: wrap,
 			OnMessage: func(m subscriber.Message) {
 				now := time.Now()
 				chk.Deliver(m.Stream, uint64(m.Seq), m.Data)
