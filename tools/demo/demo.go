@@ -364,7 +364,7 @@ publish:
 		fmt.Fprintf(w, "  %-6s delivered %d/%d, in order %v, duplicates %d\n", r.Name, r.Delivered, sum.Sent, r.OutOfOrder == 0, r.Duplicates)
 		fmt.Fprintf(w, "         gaps %d, NAKs %d (unanswered %d), recovered %d, lost %d\n", r.Gaps, r.NAKs, r.Unanswered, r.Recovered, r.Lost)
 		if r.Group > 0 {
-			fmt.Fprintf(w, "         NAK back-off: %d asking the rewinder, %.0f%% of them share this one's losses, window %v (repair round trip %v)\n",
+			fmt.Fprintf(w, "         back-off: %d asking, %.0f%% share its losses, window %v, rtt %v\n",
 				r.Group, 100*r.Shared, r.Backoff.Round(time.Microsecond), r.RTT.Round(time.Microsecond))
 		}
 		fmt.Fprintf(w, "         one-way %s\n", r.Latency)

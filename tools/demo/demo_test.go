@@ -42,9 +42,10 @@ func TestOutputFits80Columns(t *testing.T) {
 			intervals++
 			require.Contains(t, l, " pub ")
 			require.Contains(t, lines[i+1], "rewind")
+			require.Contains(t, lines[i+2], "refused: ", "the rewinder's held, coalesced and refused requests")
 			for j, name := range []string{"sub1", "sub2"} {
-				require.Contains(t, lines[i+2+j], name)
-				require.Regexp(t, `p50 \S+ p99 \S+ p99\.9 \S+ max \S+`, lines[i+2+j])
+				require.Contains(t, lines[i+3+j], name)
+				require.Regexp(t, `p50 \S+ p99 \S+ p99\.9 \S+ max \S+`, lines[i+3+j])
 			}
 		}
 	}
