@@ -119,7 +119,9 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 	}
 	var after time.Duration
 	if cf.Kind == wire.ConfirmLater {
-		after = time.Duration(cf.After) * time.Microsecond
+		// Waited at most one backoff cap: a confirm cannot hold a
+		// request back long enough to run out its deadline.
+		after = min(time.Duration(cf.After)*time.Microsecond, s.nak.Config().MaxRetry)
 		c.st.ConfirmsLater++
 	}
 	rtt, ok := s.nak.OnConfirm(now, r, after)
