@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/mdbus/mdbus/internal/regfile"
 )
 
 // ErrNotRegular: a segment, stream directory or lock file that is a
@@ -14,26 +16,14 @@ import (
 var ErrNotRegular = errors.New("journal: not a regular file")
 
 // openRegular opens path with flag without following a symbolic link and
-// without blocking on a FIFO (O_NOFOLLOW|O_NONBLOCK), and refuses anything
-// but a regular file (fstat). O_NONBLOCK does nothing to a regular file.
+// without blocking on a FIFO, and refuses anything but a regular file
+// (internal/regfile): such errors match ErrNotRegular.
 func openRegular(path string, flag int, perm fs.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|noFollow, perm)
-	if err != nil {
-		if isNotRegularOpen(err) {
-			return nil, fmt.Errorf("journal: %s: %w (%v)", path, ErrNotRegular, err)
-		}
-		return nil, err
+	f, _, err := regfile.Open(path, flag, perm)
+	if e, ok := errors.AsType[*regfile.Error](err); ok {
+		return nil, fmt.Errorf("journal: %s is %s: %w", e.Path, e.Kind, ErrNotRegular)
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("journal: %s is a %s: %w", path, kindOf(fi.Mode()), ErrNotRegular)
-	}
-	return f, nil
+	return f, err
 }
 
 // readRegular reads a whole regular file (see openRegular).
@@ -54,25 +44,6 @@ func readRegular(path string, st *ioStats) ([]byte, error) {
 		return nil, err
 	}
 	return b[:n], nil
-}
-
-// kindOf names what a file mode says a file is.
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m.IsDir():
-		return "directory"
-	case m.IsRegular():
-		return "regular file"
-	}
-	return "special file"
 }
 
 // Damage is a problem Open found in the layout of the journal rather than

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/mdbus/mdbus/internal/regfile"
 
 	"github.com/mdbus/mdbus/wire"
 )
@@ -94,7 +95,7 @@ func Open(dir string, cfg Config) (*Journal, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	} else if !fi.IsDir() {
 		j.unlock()
-		return nil, fmt.Errorf("journal: open %s: a %s, not a directory: %w", dir, kindOf(fi.Mode()), ErrNotRegular)
+		return nil, fmt.Errorf("journal: open %s: %s, not a directory: %w", dir, regfile.Kind(fi.Mode()), ErrNotRegular)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -110,7 +111,7 @@ func Open(dir string, cfg Config) (*Journal, error) {
 		switch {
 		case e.Type()&fs.ModeType != 0 && !e.IsDir():
 			// Never followed: a link could point anywhere, a FIFO blocks.
-			j.damage(path, id, "a "+kindOf(e.Type())+" in the journal directory, where only stream directories belong; not read")
+			j.damage(path, id, regfile.Kind(e.Type())+" in the journal directory, where only stream directories belong; not read")
 			continue
 		case !e.IsDir():
 			if ok {
@@ -213,11 +214,11 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 			continue
 		}
 		if !e.Type().IsRegular() {
-			err := fmt.Errorf("journal: segment %s is a %s: %w", path, kindOf(e.Type()), ErrNotRegular)
+			err := fmt.Errorf("journal: segment %s is %s: %w", path, regfile.Kind(e.Type()), ErrNotRegular)
 			if !j.cfg.ReadOnly {
 				return nil, fmt.Errorf("%w; replace it by the segment file or move it away", err)
 			}
-			j.damage(path, id, "a "+kindOf(e.Type())+" in place of a segment; not read")
+			j.damage(path, id, regfile.Kind(e.Type())+" in place of a segment; not read")
 			continue
 		}
 		files = append(files, file{first, ext})

@@ -21,13 +21,3 @@ func unlinked(fi fs.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && st.Nlink == 0
 }
-
-// noFollow are the open flags that refuse a symbolic link and do not
-// block on a FIFO.
-const noFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
-
-// isNotRegularOpen reports the errors of opening a link (ELOOP) or a
-// FIFO with no writer for writing (ENXIO) with noFollow.
-func isNotRegularOpen(err error) bool {
-	return errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO)
-}

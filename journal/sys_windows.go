@@ -18,10 +18,3 @@ func tryLock(f *os.File) (held bool, err error) {
 
 // unlinked reports false: os.FileInfo carries no link count on Windows.
 func unlinked(fs.FileInfo) bool { return false }
-
-// noFollow: Windows opens no FIFOs here and os.OpenFile has no flag
-// that refuses a link; the fstat check after opening still refuses
-// anything but a regular file.
-const noFollow = 0
-
-func isNotRegularOpen(error) bool { return false }

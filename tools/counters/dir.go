@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/mdbus/mdbus/internal/regfile"
 )
 
 // DirPrefix is the start of every user's default directory: user UID
@@ -62,7 +64,7 @@ func checkDir(dir string, want int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	owner := ownerOf(fi)
+	owner := regOwner(fi)
 	switch {
 	case fi.Mode()&os.ModeSymlink != 0:
 		return 0, fmt.Errorf("%w: %s is a symbolic link (remove it; mdbus creates the directory itself)", ErrNotPrivate, dir)
@@ -129,6 +131,14 @@ func (c *nameCache) lookup(uid int) string {
 // FileOwner is the uid of fi's owner; ok is false where the system does
 // not say (off Unix).
 func FileOwner(fi os.FileInfo) (uid int, ok bool) {
-	u := ownerOf(fi)
+	u := regOwner(fi)
 	return u, u >= 0
+}
+
+// regOwner is the uid of fi's owner, -1 where the system does not say.
+func regOwner(fi os.FileInfo) int {
+	if u, ok := regfile.Owner(fi); ok {
+		return u
+	}
+	return -1
 }

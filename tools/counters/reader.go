@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/mdbus/mdbus/internal/regfile"
 )
 
 // Errors of reading a counters file. They mark input that is not a
@@ -203,7 +205,7 @@ type Reader struct {
 func Open(path string) (*Reader, error) {
 	dirOwner := -1
 	if fi, err := os.Stat(filepath.Dir(path)); err == nil {
-		dirOwner = ownerOf(fi)
+		dirOwner = regOwner(fi)
 	}
 	fd, fi, err := openRegular(path, dirOwner)
 	if err != nil {
@@ -233,50 +235,22 @@ var (
 	ErrForeign = errors.New("counters: foreign file")
 )
 
-// fileType names what a non-regular file is.
-func fileType(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "not a regular file"
-}
-
 // fileOwner is the uid of fi's owner, -1 if unknown.
 func fileOwner(fi os.FileInfo) int {
-	return ownerOf(fi)
+	return regOwner(fi)
 }
 
 // openRegular opens path for reading without following a symbolic link
-// or blocking, and checks on the open file that it is a regular file
-// owned by owner (any owner when owner is negative). The caller closes
-// the file.
+// or blocking (internal/regfile), and checks on the open file that it is
+// a regular file owned by owner (any owner when owner is negative). The
+// caller closes the file.
 func openRegular(path string, owner int) (*os.File, os.FileInfo, error) {
-	fd, err := os.OpenFile(path, openReadFlags, 0)
-	if isLink(err) {
-		return nil, nil, fmt.Errorf("%w: %s is a symbolic link", ErrNotRegular, path)
+	fd, fi, err := regfile.Open(path, os.O_RDONLY, 0)
+	if e, ok := errors.AsType[*regfile.Error](err); ok {
+		return nil, nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, path, e.Kind)
 	}
 	if err != nil {
 		return nil, nil, err
-	}
-	fi, err := fd.Stat()
-	if err != nil {
-		fd.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		fd.Close()
-		return nil, nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, path, fileType(fi.Mode()))
 	}
 	if u := fileOwner(fi); owner >= 0 && u != owner {
 		fd.Close()
@@ -402,7 +376,7 @@ func scanFile(p string, owner int) Entry {
 	}
 	e.Owner = fileOwner(fi)
 	if !fi.Mode().IsRegular() {
-		e.State, e.Err = Skipped, fmt.Errorf("%w: %s", ErrNotRegular, fileType(fi.Mode()))
+		e.State, e.Err = Skipped, fmt.Errorf("%w: %s", ErrNotRegular, regfile.Kind(fi.Mode()))
 		return e
 	}
 	fd, _, err := openRegular(p, owner) // checks again on the open file: it may have been swapped since
