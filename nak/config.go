@@ -44,7 +44,7 @@ const (
 	DefaultMaxPending = 1 << 16
 	// DefaultWindow is the number of re-requests of MaxRequest messages a
 	// stream keeps in flight.
-	DefaultWindow = 64
+	DefaultWindow = 256
 )
 
 // maxDuration caps every configured duration (about 36 years) so that a
@@ -95,7 +95,7 @@ type Config struct {
 	// long gap is asked as answers make room (looked at every Continue).
 	// It keeps a long gap from becoming a burst of requests the
 	// retransmitter must hold back or refuse, while keeping many in
-	// flight. Retries are not limited. Default DefaultWindow (64).
+	// flight. Retries are not limited. Default DefaultWindow (256).
 	Window int
 	// Seed seeds the uniform delay generator (math/rand/v2 PCG) so that a
 	// test replays exactly. Zero means a random seed: receivers that share

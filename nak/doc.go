@@ -79,7 +79,7 @@
 // from the feed's message sizes), so each is answered whole, and a long
 // gap is asked as several requests in flight rather than one request
 // answered a packet per round trip. Config.Window bounds what is in
-// flight (64 requests by default): the rest of a long gap is asked as
+// flight (256 requests by default): the rest of a long gap is asked as
 // answers make room. Each tracked range is asked in one request of its
 // own, so that an answer that fills a request is told from a partial
 // answer, whose rest is asked at once (Continue).

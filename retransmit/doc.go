@@ -124,7 +124,7 @@
 // # Held back, not refused
 //
 // A request the buckets cannot pay for now is held (at most MaxDeferred,
-// and one requester address at most a sixteenth of them, so a flood from a
+// and one requester address at most a quarter of them, so a flood from a
 // few addresses cannot shut the others out) and confirmed at once as
 // wire.ConfirmLater with the time until the buckets pay for what is held
 // before it; it is answered as they refill, oldest first, skipping a

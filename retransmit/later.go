@@ -29,7 +29,7 @@ type deferred struct {
 // others' recovery.
 const (
 	laterScan  = 256
-	laterShare = 16
+	laterShare = 4
 )
 
 // hold keeps a request the buckets could not pay for, to be answered when

@@ -245,7 +245,7 @@
 // message size gives the messages a retransmitter's packet holds
 // (nak.LossDetector.SetMaxRequest), so a MoldUDP64 server, which answers
 // a request with one packet, answers each whole, and a long gap is asked
-// as a window of such requests in flight (NAK.Window, 64). Requests due at
+// as a window of such requests in flight (NAK.Window, 256). Requests due at
 // once are sent by the reader whose batch revealed the gap, without
 // waiting for the timer goroutine.
 //

@@ -421,7 +421,10 @@ func (c Config) core() coreConfig {
 		startSeq:   c.StartSeq,
 		ab:         c.Secondary.IsValid(),
 		nak:        nc,
-		backoff:    c.asks() && c.NAK.Delay <= 0 && c.NAK.Generator == nil,
+		// The group back-off needs a repair group: without one nobody
+		// hears another's confirm or repair, so waiting suppresses
+		// nothing and only delays the repair.
+		backoff:    c.asks() && c.RepairGroup.IsValid() && c.NAK.Delay <= 0 && c.NAK.Generator == nil,
 		payload:    defaultPayload(c.Group.Addr()),
 		sendNAKs:   c.asks(),
 		retrPort:   c.RetransmitPort,

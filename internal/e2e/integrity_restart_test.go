@@ -107,7 +107,12 @@ func miniRewinderOn(t *testing.T, feed netip.AddrPort, iface string, listen neti
 		Cache:  retransmit.CacheConfig{MaxBytes: 16 << 20},
 		Server: retransmit.ServerConfig{Listen: listen, RequesterRateBytes: 100e6}})
 	require.NoError(t, err)
-	t.Cleanup(func() { rw.Close() })
+	t.Cleanup(func() {
+		ss := rw.ServerStats()
+		t.Logf("rewinder: %d requests, %d answered, %d coalesced, %d held back (%d answered since), refused: %s",
+			ss.Requests, ss.Answered, ss.Coalesced, ss.Deferred, ss.DeferredAnswered, ss.Refused)
+		rw.Close()
+	})
 	return rw.Addr()
 }
 
