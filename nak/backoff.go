@@ -33,7 +33,7 @@ import (
 // round trip to hear the confirm, at any G. The price is latency: the
 // earliest of G draws lands near T·1.3/λ, about 10·R whatever G (5 ms at
 // G = 32 and R = 0.5 ms), and nothing for a lone subscriber. The window
-// is capped at 50 ms.
+// is capped at 150 ms, well inside the NAK deadline: on a loaded host the measured round trip grows, and a window cut short of it lets more receivers ask.
 //
 // A GroupBackoff is not safe for concurrent use: a subscriber shares one
 // among its streams' detectors, all called under the subscriber's lock.
@@ -52,7 +52,7 @@ const (
 	// of λ (see GroupBackoff).
 	DefaultBackoffFactor = 8
 	// DefaultMaxWindow caps the back-off window.
-	DefaultMaxWindow = 50 * time.Millisecond
+	DefaultMaxWindow = 150 * time.Millisecond
 	// InitialRTT is the round trip assumed before the first confirm.
 	InitialRTT = time.Millisecond
 	minRTT     = 20 * time.Microsecond
@@ -60,7 +60,7 @@ const (
 )
 
 // NewGroupBackoff returns a back-off with the defaults (factor 8, window
-// at most 50 ms, round trip 1 ms until measured, group 1 until told),
+// at most 150 ms, round trip 1 ms until measured, group 1 until told),
 // seeded with seed (0: random).
 func NewGroupBackoff(seed uint64) *GroupBackoff {
 	if seed == 0 {
