@@ -33,7 +33,9 @@ import (
 // round trip to hear the confirm, at any G. The price is latency: the
 // earliest of G draws lands near T·1.3/λ, about 10·R whatever G (5 ms at
 // G = 32 and R = 0.5 ms), and nothing for a lone subscriber. The window
-// is capped at 150 ms, well inside the NAK deadline: on a loaded host the measured round trip grows, and a window cut short of it lets more receivers ask.
+// is capped at 150 ms, well inside the NAK deadline: on a loaded host the
+// measured round trip grows, and a window cut short of it lets more
+// receivers ask.
 //
 // A GroupBackoff is not safe for concurrent use: a subscriber shares one
 // among its streams' detectors, all called under the subscriber's lock.
