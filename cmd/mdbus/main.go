@@ -157,7 +157,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mdbus %s: %s\n", args[1], msg)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "mdbus %s: %v\n", args[1], err)
+		msg := err.Error()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			msg += " (another process holds that address: stop it, or give this command another address or port; see 'mdbus " + args[1] + " -h')"
+		}
+		fmt.Fprintf(stderr, "mdbus %s: %s\n", args[1], msg)
 		return 1
 	}
 }
