@@ -236,6 +236,12 @@ func (r *Reader) Poll() (int, error) {
 		if errors.Is(err, io.ErrUnexpectedEOF) && off > 0 {
 			break // the rest of a record cut by the batch's end: next time
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// At the start of a batch the copy holds all the tail
+			// published, up to the end of the data area, and room for
+			// the largest record: a record cut there runs past the tail.
+			err = fmt.Errorf("%w: runs past the tail %d", ErrCorrupt, t)
+		}
 		if err != nil {
 			r.err = fmt.Errorf("fanout: %s at position %d: %w", r.cfg.Path, c+off, err)
 			if r.cfg.OnError != nil {
@@ -437,6 +443,10 @@ func (r *Reader) reopen() {
 		if r.cfg.OnError != nil {
 			r.cfg.OnError(err)
 		}
+		return
+	}
+	if m.u32(offState).Load() == StateReplaced {
+		m.close() // the path still names the old file: the new one is not renamed in yet
 		return
 	}
 	r.mu.Lock()
