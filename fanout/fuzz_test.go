@@ -115,4 +115,3 @@ func FuzzReaderFile(f *testing.F) {
 		}
 	})
 }
-

@@ -208,7 +208,9 @@ func TestRingNotices(t *testing.T) {
 		OnMessage: func(m subscriber.Message) { got = append(got, fmt.Sprintf("m%d", m.Seq)) },
 		OnLoss:    func(l subscriber.Loss) { got = append(got, fmt.Sprintf("loss%d-%d", l.From, l.To)) },
 		OnResync:  func(l subscriber.Resync) { got = append(got, fmt.Sprintf("resync%d-%d", l.From, l.To)) },
-		OnEnd:     func(id subscriber.StreamID, n wire.Seq) { got = append(got, fmt.Sprintf("end%d %v", n, id == testStream)) },
+		OnEnd: func(id subscriber.StreamID, n wire.Seq) {
+			got = append(got, fmt.Sprintf("end%d %v", n, id == testStream))
+		},
 	})
 	require.NoError(t, err)
 	defer rd.Close()
