@@ -136,6 +136,18 @@ func recordSpace(n int) uint64 { return align8(uint64(RecordHeaderLen + n)) }
 // what a crashed writer left half written) may be longer than b: its
 // contents are never read.
 func ParseRecord(b []byte, room uint64) (Record, uint64, error) {
+	return parseRecord(b, room, nil)
+}
+
+// idCache keeps the last stream decoded, keyed by its bytes in the record
+// header, so that a run of records of one stream decodes its identity once.
+type idCache struct {
+	key [2 + 32]byte
+	id  subscriber.StreamID
+	ok  bool
+}
+
+func parseRecord(b []byte, room uint64, cache *idCache) (Record, uint64, error) {
 	var r Record
 	if len(b) < 8 {
 		return r, 0, io.ErrUnexpectedEOF
@@ -156,17 +168,16 @@ func ParseRecord(b []byte, room uint64) (Record, uint64, error) {
 	}
 	r.Seq = wire.Seq(binary.LittleEndian.Uint64(b[recSeq:]))
 	stamp := binary.LittleEndian.Uint64(b[recStamp:])
-	switch fam := b[recFamily]; fam {
-	case 0:
-	case 4:
-		r.Stream.Source = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[recAddr:recAddr+4])), binary.LittleEndian.Uint16(b[recPort:]))
-	case 6:
-		r.Stream.Source = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[recAddr:recAddr+16])), binary.LittleEndian.Uint16(b[recPort:]))
-	default:
-		return r, 0, fmt.Errorf("%w: address family %d", ErrCorrupt, fam)
+	if cache != nil && cache.ok && string(b[recFamily:recFamily+2]) == string(cache.key[:2]) &&
+		string(b[recAddr:RecordHeaderLen]) == string(cache.key[2:]) {
+		r.Stream = cache.id
+	} else if err := parseStream(b, &r.Stream); err != nil {
+		return r, 0, err
+	} else if cache != nil {
+		copy(cache.key[:2], b[recFamily:recFamily+2])
+		copy(cache.key[2:], b[recAddr:RecordHeaderLen])
+		cache.id, cache.ok = r.Stream, true
 	}
-	copy(r.Stream.Session[:], b[recSession:recSession+wire.SessionLen])
-	r.Stream.Incarnation = binary.LittleEndian.Uint32(b[recInc:])
 	switch r.Type {
 	case TypeMessage:
 		r.Stamp = int64(stamp)
@@ -198,7 +209,15 @@ func putRecord(b []byte, r *Record) uint64 {
 		stamp = uint64(r.To)
 	}
 	binary.LittleEndian.PutUint64(b[recStamp:], stamp)
-	src := r.Stream.Source
+	putStream(b, r.Stream)
+	copy(b[RecordHeaderLen:], r.Data)
+	return align8(uint64(length))
+}
+
+// putStream writes id's bytes (family, address, port, session,
+// incarnation) into the record header b.
+func putStream(b []byte, id subscriber.StreamID) {
+	src := id.Source
 	a := src.Addr()
 	switch {
 	case !src.IsValid():
@@ -216,10 +235,8 @@ func putRecord(b []byte, r *Record) uint64 {
 	}
 	b[recFamily+1] = 0
 	binary.LittleEndian.PutUint16(b[recPort:], src.Port())
-	copy(b[recSession:], r.Stream.Session[:])
-	binary.LittleEndian.PutUint32(b[recInc:], r.Stream.Incarnation)
-	copy(b[RecordHeaderLen:], r.Data)
-	return align8(uint64(length))
+	copy(b[recSession:], id.Session[:])
+	binary.LittleEndian.PutUint32(b[recInc:], id.Incarnation)
 }
 
 func putPadding(b []byte, n uint64) {
@@ -267,4 +284,21 @@ func putHeader(b []byte, capacity uint64) {
 	binary.LittleEndian.PutUint32(b[offVersion:], Version)
 	binary.LittleEndian.PutUint32(b[offHeaderLen:], HeaderLen)
 	binary.LittleEndian.PutUint64(b[offCapacity:], capacity)
+}
+
+// parseStream decodes the stream identity of the record header b.
+func parseStream(b []byte, id *subscriber.StreamID) error {
+	switch fam := b[recFamily]; fam {
+	case 0:
+		*id = subscriber.StreamID{}
+	case 4:
+		id.Source = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[recAddr:recAddr+4])), binary.LittleEndian.Uint16(b[recPort:]))
+	case 6:
+		id.Source = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[recAddr:recAddr+16])), binary.LittleEndian.Uint16(b[recPort:]))
+	default:
+		return fmt.Errorf("%w: address family %d", ErrCorrupt, fam)
+	}
+	copy(id.Session[:], b[recSession:recSession+wire.SessionLen])
+	id.Incarnation = binary.LittleEndian.Uint32(b[recInc:])
+	return nil
 }

@@ -135,6 +135,7 @@ type Reader struct {
 	stamp   int64
 	streams []streamState
 	last    int
+	ids     idCache
 	err     error
 
 	ctx      context.Context
@@ -232,7 +233,7 @@ func (r *Reader) Poll() (int, error) {
 	delivered := 0
 	var off uint64
 	for off < n {
-		rec, size, err := ParseRecord(buf[off:], capacity-idx-off)
+		rec, size, err := parseRecord(buf[off:], capacity-idx-off, &r.ids)
 		if errors.Is(err, io.ErrUnexpectedEOF) && off > 0 {
 			break // the rest of a record cut by the batch's end: next time
 		}

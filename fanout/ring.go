@@ -126,6 +126,10 @@ type Ring struct {
 	tailW, intentW  *atomic.Uint64
 	wakeW, sleepers *atomic.Uint32
 
+	idBuf                      [RecordHeaderLen]byte // the last stream's header bytes
+	lastID                     subscriber.StreamID
+	haveID                     bool
+	count                      uint64 // messages written; messages holds it as of the last 64th
 	messages, wakeups, dropped atomic.Uint64
 	closed                     bool
 	mu                         sync.RWMutex // Close (write) against Stats (read) of the mapping
@@ -316,7 +320,11 @@ func (r *Ring) Message(m subscriber.Message, stamp int64) {
 	}
 	rec := Record{Type: TypeMessage, Stream: m.Stream, Seq: m.Seq, Stamp: stamp, Data: m.Data}
 	r.append(&rec)
-	r.messages.Add(1)
+	// Published in steps, so that a message costs no locked instruction
+	// for a counter; Close publishes the last count.
+	if r.count++; r.count%64 == 0 {
+		r.messages.Store(r.count)
+	}
 }
 
 // Loss appends a loss notice: readers pass it to their OnLoss.
@@ -363,7 +371,7 @@ func (r *Ring) append(rec *Record) {
 		putPadding(r.m.data[idx:], pad)
 		idx = 0
 	}
-	putRecord(r.m.data[idx:idx+need], rec)
+	r.put(r.m.data[idx:idx+need], rec)
 	if seg := (end - need) >> r.segShift; seg != r.lastSeg {
 		r.lastSeg = seg
 		r.m.u64(offMarks + 8*int(seg%NumMarks)).Store(end - need)
@@ -373,6 +381,27 @@ func (r *Ring) append(rec *Record) {
 	if r.sleepers.Load() != 0 {
 		r.wake()
 	}
+}
+
+// put writes rec into b like putRecord, with the stream's bytes copied
+// from those of the previous record when it is of the same stream.
+func (r *Ring) put(b []byte, rec *Record) {
+	if !r.haveID || rec.Stream != r.lastID {
+		putStream(r.idBuf[:], rec.Stream)
+		r.lastID, r.haveID = rec.Stream, true
+	}
+	length := RecordHeaderLen + len(rec.Data)
+	binary.LittleEndian.PutUint32(b[recLength:], uint32(length))
+	binary.LittleEndian.PutUint16(b[recType:], uint16(rec.Type))
+	b[recFamily], b[recFamily+1] = r.idBuf[recFamily], r.idBuf[recFamily+1]
+	binary.LittleEndian.PutUint64(b[recSeq:], uint64(rec.Seq))
+	stamp := uint64(rec.Stamp)
+	if rec.Type == TypeLoss || rec.Type == TypeResync {
+		stamp = uint64(rec.To)
+	}
+	binary.LittleEndian.PutUint64(b[recStamp:], stamp)
+	copy(b[recAddr:RecordHeaderLen], r.idBuf[recAddr:])
+	copy(b[RecordHeaderLen:], rec.Data)
 }
 
 // wake wakes every sleeping reader. The sleepers word is set by a reader
@@ -398,6 +427,7 @@ func (r *Ring) Close() error {
 	r.m.u32(offState).Store(StateClosed)
 	r.wakeW.Add(1)
 	futexWake(r.wakeW)
+	r.messages.Store(r.count)
 	r.mu.Lock()
 	r.final = r.tail
 	err := r.m.close()
