@@ -140,7 +140,7 @@ type Ring struct {
 type RingStats struct {
 	Generation uint64 // writers started on this file, this one included
 	Position   uint64 // bytes written to the file since it was made
-	Messages   uint64 // message records
+	Messages   uint64 // message records (counted in steps of 64 until Close)
 	Wakeups    uint64 // times sleeping readers were woken
 	Dropped    uint64 // messages too long for a record (none from a subscriber)
 }

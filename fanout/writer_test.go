@@ -77,7 +77,8 @@ func TestWriterFeedToReaders(t *testing.T) {
 		c.waitFor(t, n+1)
 		require.Empty(t, c.lost)
 	}
-	require.EqualValues(t, n, w.Stats().Messages)
+	require.NoError(t, w.Close())
+	require.EqualValues(t, n, w.Stats().Messages) // exact once closed
 }
 
 // TestLappedReaderCatchesUp: a reader stalled while the writer goes round
