@@ -49,8 +49,12 @@ hex otherwise), or with --stats only a stats line per interval. Ends at
 	stop := fs.Bool("stop-on-loss", false, "stop delivering a stream at its first unrecoverable loss (default: report it and continue)")
 	imp := addImpairFlags(fs)
 	latency := fs.Bool("latency", true, "with --stats: one-way latency percentiles of stamped messages (pub --synthetic stamps them)")
+	fan := fs.String("fanout", "", "read the feed from this host's fan-out ring (mdbus fanout) instead of the network: its NAME, or a PATH; no socket and no system call per message; --retransmit fills what the reader misses, --busy-poll is how long an idle reader spins before it sleeps (default 20µs)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *fan != "" {
+		return runSubFanout(ctx, stdout, subFanout{ring: *fan, start: *start, retransmit: *retr, stats: *stats, count: *count, dur: *dur, exitOnEnd: *exitOnEnd, stopOnLoss: *stop, spin: *busy})
 	}
 	group, source, err := gf.parse()
 	if err != nil {
