@@ -125,6 +125,9 @@ func (r *readerResult) on(m subscriber.Message, rd *Reader) {
 	r.n++
 	if r.n%64 == 0 {
 		r.last = time.Now()
+		if rd == nil {
+			return
+		}
 		if st := rd.Stamp(); st != 0 && len(r.lat) < cap(r.lat) {
 			r.lat = append(r.lat, r.last.UnixNano()-st)
 		}
@@ -164,7 +167,12 @@ func report(b *testing.B, res []readerResult, rds []*Reader) {
 // feed, each one's rate (msgs/s), and the ring's added latency over the
 // writer's own delivery. All in this process (goroutines, not processes;
 // cmd/mdbus runs them as processes).
+//
+// Every subscriber (the writer's and the four) asks for a 32 MiB receive
+// buffer, as the end-to-end fan-out tests do; the kernel grants at most
+// twice net.core.rmem_max.
 func BenchmarkFanoutFeed(b *testing.B) {
+	const rcvbuf = 32 << 20
 	netlab.Require(b)
 	skipUnsupported(b)
 	for _, mode := range []string{"ring", "subscribers"} {
@@ -180,10 +188,10 @@ func BenchmarkFanoutFeed(b *testing.B) {
 				res[i].lat = make([]int64, 0, n/64+1)
 			}
 			if mode == "ring" {
-				w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr()},
+				w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr(), ReadBuffer: rcvbuf},
 					Path: filepath.Join(shmDir(b), "feed.ring")})
 				require.NoError(b, err)
-				defer w.Close()
+				defer func() { b.ReportMetric(float64(w.Subscriber().Stats().LostMessages), "writer-lost"); w.Close() }()
 				for i := range res {
 					var rd *Reader
 					rd, err = NewReader(ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(),
@@ -200,7 +208,7 @@ func BenchmarkFanoutFeed(b *testing.B) {
 				}
 			} else {
 				for i := range res {
-					s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr(),
+					s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr(), ReadBuffer: rcvbuf,
 						OnLoss: func(l subscriber.Loss) { lost.Add(l.Len()) },
 						OnMessage: func(m subscriber.Message) {
 							res[i].on(m, nil)
@@ -213,11 +221,16 @@ func BenchmarkFanoutFeed(b *testing.B) {
 					wg.Add(1)
 				}
 			}
-			data := make([]byte, 64)
+			// Batches of 64 messages: the publisher's cost per message, not
+			// per call, so that the feed outruns the consumers.
+			batch := make([][]byte, 64)
+			for i := range batch {
+				batch[i] = make([]byte, 64)
+			}
 			b.SetBytes(64)
 			b.ResetTimer()
-			for range n {
-				if _, err := f.pub.Publish(data); err != nil {
+			for sent := uint64(0); sent < n; sent += uint64(len(batch)) {
+				if _, err := f.pub.PublishBatch(batch[:min(uint64(len(batch)), n-sent)]); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -243,7 +256,7 @@ func BenchmarkFanoutStall(b *testing.B) {
 	group := netip.MustParseAddrPort("239.192.20.30:32230")
 	const rate, secs = 1_000_000, 4
 	f := newFeed(b, group, "FANSTALL", rate)
-	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr()},
+	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr(), ReadBuffer: 32 << 20},
 		Path: filepath.Join(shmDir(b), "feed.ring")})
 	require.NoError(b, err)
 	defer w.Close()

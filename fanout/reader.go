@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +25,10 @@ const (
 	// looks at the header again (a replaced file, Close).
 	idleCheck = 100 * time.Millisecond
 	// scratchLen is the most a reader copies out of the ring per batch:
-	// room for the largest record.
-	scratchLen = 256 << 10
+	// room for the largest record. batchLen is what it copies when the
+	// records are smaller.
+	scratchLen = 80 << 10
+	batchLen   = 16 << 10
 )
 
 // ReaderConfig configures a Reader. The zero value of every field but Path
@@ -193,8 +196,8 @@ func (r *Reader) attach(m *mapping) {
 func (r *Reader) Stamp() int64 { return r.stamp }
 
 // Poll delivers what the ring holds beyond the reader's position, up to
-// one batch (at most 256 KiB of records), and returns the messages
-// delivered. It makes no system call unless it must fetch what it missed.
+// one batch (16 KiB of records, or one larger record), and returns the
+// messages delivered. It makes no system call unless it must fetch what it missed.
 // An error (a corrupt file, ErrClosed) stops the reader: every later call
 // returns it.
 func (r *Reader) Poll() (int, error) {
@@ -219,7 +222,12 @@ func (r *Reader) Poll() (int, error) {
 		return 0, nil
 	}
 	idx := c & r.m.mask
-	n := min(t-c, capacity-idx, uint64(len(r.scratch)))
+	// A batch is at most batchLen (the copy stays in the L1 cache), or
+	// the first record when it is longer. Its length is read before the
+	// copy and checked with it: a length the writer was overwriting only
+	// sizes a copy that the intent check then throws away.
+	first := uint64(binary.LittleEndian.Uint32(r.m.data[idx:]))
+	n := min(t-c, capacity-idx, uint64(len(r.scratch)), max(batchLen, align8(first)))
 	buf := r.scratch[:n]
 	copy(buf, r.m.data[idx:idx+n])
 	// The copy is good if the writer has not begun to overwrite it: it
