@@ -28,10 +28,16 @@ type feed struct {
 }
 
 func newFeed(t testing.TB, group netip.AddrPort, session string, rate float64) *feed {
+	return newFeedHistory(t, group, session, rate, retransmit.CacheConfig{MaxMessages: 1 << 20}, 0)
+}
+
+// newFeedHistory is newFeed with a cache of its own bounds and answers of
+// up to answerBytes per request (0: the server's default, one packet).
+func newFeedHistory(t testing.TB, group netip.AddrPort, session string, rate float64, cc retransmit.CacheConfig, answerBytes int) *feed {
 	t.Helper()
-	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 1 << 20})
+	cache := retransmit.NewCache(cc)
 	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
-		Sources: []retransmit.Source{cache}, RequesterRateBytes: 1e9, RateBytes: 1e9})
+		Sources: []retransmit.Source{cache}, RequesterRateBytes: 1e9, RateBytes: 1e9, MaxRequestBytes: answerBytes})
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
 	pub, err := publisher.New(publisher.Config{Group: group, Session: session, Sinks: []publisher.Sink{cache},
