@@ -101,7 +101,7 @@ func BenchmarkFanoutRingReaders(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for s := uint64(1); s <= n; s++ {
-		r.Message(subscriber.Message{Stream: testStream, Seq: wire.Seq(s), Data: data}, time.Now().UnixNano())
+		r.Message(subscriber.Message{Stream: testStream, Seq: wire.Seq(s), Data: data}, r.Now())
 	}
 	writeDur := time.Since(start)
 	wg.Wait()

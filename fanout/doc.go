@@ -31,10 +31,10 @@
 // layout is part of the file format (Version 1):
 //
 //	 header (4096 bytes)
-//	+--------+---------+-------+----------+------------+-----+-------+
-//	| magic  | version | hdr   | capacity | generation | pid | state |
-//	| 8      | 4       | len 4 | 8        | 8 (atomic) | 4   | 4 (at)|
-//	+--------+---------+-------+----------+------------+-----+-------+  0..40
+//	+-------+---------+-------+----------+------------+-----+-------+--------+
+//	| magic | version | hdr   | capacity | generation | pid | state | origin |
+//	| 8     | 4       | len 4 | 8        | 8 (atomic) | 4   | 4 (at)| 8 (at) |
+//	+-------+---------+-------+----------+------------+-----+-------+--------+  0..48
 //	| intent (atomic, own cache line)                                |  64
 //	| tail   (atomic, own cache line)                                |  128
 //	| wake (futex word, uint32) | sleepers (uint32)                  |  192
@@ -49,7 +49,8 @@
 // Positions count bytes since the file was made and never go back; a record
 // is at position % capacity and never wraps (a padding record fills the end
 // of the data area). Types: message (seq, stamp = the writer's delivery
-// time in Unix ns, data), loss and resync (the range [seq, stamp)), end of
+// time, ns on its monotonic clock since the origin, a Unix time in ns, so
+// one clock read per message; data), loss and resync (the range [seq, stamp)), end of
 // session (seq = the sequence after the last), padding. A record's
 // identity is the subscriber's StreamID: source, session, incarnation.
 //

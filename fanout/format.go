@@ -30,6 +30,7 @@ const (
 	offGeneration = 24   // atomic: writers started on this file
 	offPID        = 32   // the writer's process ID
 	offState      = 36   // atomic: StateLive, StateClosed, StateReplaced
+	offOrigin     = 40   // atomic: the writer's clock origin, Unix ns (stamps count from it)
 	offIntent     = 64   // atomic: the writer may be writing below this position
 	offTail       = 128  // atomic: every record below this position is complete
 	offWake       = 192  // atomic uint32: the futex word, bumped on a wake-up
@@ -108,9 +109,9 @@ type Record struct {
 	Type   RecordType
 	Stream subscriber.StreamID
 	Seq    wire.Seq
-	// Stamp is the writer's delivery time of a message (Unix ns, the
-	// wall clock, comparable across processes of a host); To ends a Loss
-	// or Resync range.
+	// Stamp is the writer's delivery time of a message, in ns on the
+	// writer's monotonic clock since the origin in the header (Reader.Stamp
+	// adds the origin: Unix ns); To ends a Loss or Resync range.
 	Stamp int64
 	To    wire.Seq
 	Data  []byte

@@ -136,6 +136,7 @@ type Reader struct {
 	scratch []byte
 	fence   uint64
 	stamp   int64
+	origin  uint64
 	streams []streamState
 	last    int
 	ids     idCache
@@ -187,13 +188,20 @@ func (r *Reader) attach(m *mapping) {
 	r.m = m
 	r.tail, r.intn, r.gen = m.u64(offTail), m.u64(offIntent), m.u64(offGeneration)
 	r.seenGen = r.gen.Load()
+	r.origin = m.u64(offOrigin).Load()
 	r.cursor = r.tail.Load()
 	r.position.Store(r.cursor)
 }
 
 // Stamp returns the time the writer received the message being delivered
-// (Unix ns, the wall clock), 0 for a fetched one. Call it from OnMessage.
-func (r *Reader) Stamp() int64 { return r.stamp }
+// (Unix ns: the writer's monotonic clock from its origin in the header),
+// 0 for a fetched one. Call it from OnMessage.
+func (r *Reader) Stamp() int64 {
+	if r.stamp == 0 {
+		return 0
+	}
+	return int64(r.origin) + r.stamp
+}
 
 // Poll delivers what the ring holds beyond the reader's position, up to
 // one batch (16 KiB of records, or one larger record), and returns the
@@ -206,6 +214,7 @@ func (r *Reader) Poll() (int, error) {
 	}
 	if g := r.gen.Load(); g != r.seenGen {
 		r.seenGen = g
+		r.origin = r.m.u64(offOrigin).Load()
 		r.restarts.Add(1)
 		if r.cfg.OnRestart != nil {
 			r.cfg.OnRestart(g)

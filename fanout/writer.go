@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -55,7 +54,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	feed := cfg.Feed
 	onMsg, onLoss, onResync, onEnd := feed.OnMessage, feed.OnLoss, feed.OnResync, feed.OnEnd
 	feed.OnMessage = func(m subscriber.Message) {
-		ring.Message(m, time.Now().UnixNano())
+		ring.Message(m, ring.Now())
 		if onMsg != nil {
 			onMsg(m)
 		}
