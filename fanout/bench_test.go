@@ -3,6 +3,7 @@ package fanout
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -195,7 +196,7 @@ func BenchmarkFanoutFeed(b *testing.B) {
 				defer func() { b.ReportMetric(float64(w.Subscriber().Stats().LostMessages), "writer-lost"); w.Close() }()
 				for i := range res {
 					var rd *Reader
-					rd, err = NewReader(ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(),
+					rd, err = NewReader(ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(), Spin: benchSpin,
 						OnMessage: func(m subscriber.Message) {
 							res[i].on(m, rd)
 							if uint64(m.Seq) == n {
@@ -280,7 +281,7 @@ func benchStall(b *testing.B, i int, stall time.Duration) {
 	for i := range res {
 		res[i].lat = make([]int64, 0, n/64+1)
 		var rd *Reader
-		rd, err = NewReader(ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(),
+		rd, err = NewReader(ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(), Spin: benchSpin,
 			OnMessage: func(m subscriber.Message) {
 				if i == 0 && m.Seq == rate/2 && stall > 0 {
 					once.Do(func() {
@@ -321,3 +322,7 @@ func benchStall(b *testing.B, i int, stall time.Duration) {
 	b.ReportMetric(float64(st.Messages+st.Fetched), "stalled-delivered")
 	b.ReportMetric(float64(w.Subscriber().Stats().LostMessages), "writer-lost")
 }
+
+// benchSpin is the readers' Spin in BenchmarkFanoutFeed: FANOUT_SPIN=200us
+// (or -1ns for none) to compare; unset, the default.
+var benchSpin = func() time.Duration { d, _ := time.ParseDuration(os.Getenv("FANOUT_SPIN")); return d }()
