@@ -95,9 +95,12 @@ func TestLappedReaderCatchesUp(t *testing.T) {
 	netlab.Require(t)
 	skipUnsupported(t)
 	group := netip.MustParseAddrPort("239.192.20.2:32202")
-	f := newFeed(t, group, "FANOUT2", 200_000)
+	// The ring holds about 0.3 s of this feed, room for the fast reader
+	// on a loaded machine under -race; the stalled one waits until the
+	// fast one has everything, so it is lapped whatever the timing.
+	f := newFeedHistory(t, group, "FANOUT2", 200_000, retransmit.CacheConfig{MaxMessages: 1 << 20}, 1<<20)
 	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Retransmitter: f.srv.Addr(), StartSeq: 1},
-		Path: filepath.Join(shmDir(t), "feed.ring"), Capacity: MinCapacity})
+		Path: filepath.Join(shmDir(t), "feed.ring"), Capacity: 8 * MinCapacity})
 	require.NoError(t, err)
 	defer w.Close()
 
@@ -125,7 +128,7 @@ func TestLappedReaderCatchesUp(t *testing.T) {
 	require.NoError(t, err)
 	defer rdSlow.Close()
 
-	const n = 40_000 // ~6 MiB of records through a 1 MiB ring
+	const n = 150_000 // ~24 MiB of records through an 8 MiB ring
 	f.publish(t, 1, n+1)
 	<-stalled
 	fast.waitFor(t, n+1)
