@@ -87,6 +87,7 @@ func FuzzReaderFile(f *testing.F) {
 	f.Add(valid, uint64(len(valid)), uint64(MinCapacity-8), uint64(0))
 	f.Add([]byte{1, 2, 3}, uint64(1<<40), uint64(8), uint64(5))
 	f.Add(make([]byte, 64), uint64(64), uint64(0), uint64(MinCapacity+64))
+	f.Add([]byte{1}, uint64(MinCapacity+7), uint64(MinCapacity-1), uint64(0)) // an unaligned position at the end of the area
 	r, err := Create(f.TempDir()+"/fuzz.ring", MinCapacity)
 	require.NoError(f, err)
 	defer r.Close()
@@ -114,4 +115,34 @@ func FuzzReaderFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReaderHostilePositions: positions a damaged header may hold (a
+// record running past the tail, found by FuzzReaderFile; an unaligned
+// position next to the end of the data area) stop the reader with
+// ErrCorrupt instead of a panic.
+func TestReaderHostilePositions(t *testing.T) {
+	r := newRing(t, MinCapacity)
+	for _, tc := range []struct {
+		name        string
+		start, tail uint64
+	}{
+		{"record past the tail", 0, 24},
+		{"unaligned at the end", MinCapacity - 1, MinCapacity + 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clear(r.m.data)
+			putRecord(r.m.data, &Record{Type: TypeMessage, Seq: 1, Data: []byte("x")})
+			r.tailW.Store(tc.tail)
+			r.intentW.Store(tc.tail)
+			rd, err := OpenReader(ReaderConfig{Path: r.Path(), OnMessage: func(subscriber.Message) {}})
+			require.NoError(t, err)
+			defer rd.Close()
+			rd.cursor = tc.start
+			_, err = rd.Poll()
+			require.ErrorIs(t, err, ErrCorrupt)
+			_, err = rd.Poll()
+			require.ErrorIs(t, err, ErrCorrupt, "the error stays")
+		})
+	}
 }

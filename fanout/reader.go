@@ -230,6 +230,15 @@ func (r *Reader) Poll() (int, error) {
 		r.lapped(t)
 		return 0, nil
 	}
+	if c%8 != 0 {
+		// Positions the writer publishes are aligned; this one came from a
+		// damaged header (the tail or a mark).
+		r.err = fmt.Errorf("fanout: %s: %w: position %d is not aligned", r.cfg.Path, ErrCorrupt, c)
+		if r.cfg.OnError != nil {
+			r.cfg.OnError(r.err)
+		}
+		return 0, r.err
+	}
 	idx := c & r.m.mask
 	// A batch is at most batchLen (the copy stays in the L1 cache), or
 	// the first record when it is longer. Its length is read before the
