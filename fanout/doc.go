@@ -96,7 +96,9 @@
 // over pure spinning because a host's consumers should not each own a core.
 //
 // Crashes: a reader that dies leaves nothing behind (it holds no lock and
-// writes only the wake-up words). A writer that dies mid-record leaves an
+// writes only the wake-up words). A writer that dies is seen by its
+// readers' Stats (Writer "gone": the header says live, its process is
+// not). A writer that dies mid-record leaves an
 // intent above the tail: the next writer on the file (same capacity)
 // covers [tail, intent) with padding, raises the generation and goes on
 // from there; readers see the new generation (OnRestart) and fetch what

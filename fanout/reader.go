@@ -107,8 +107,13 @@ type ReaderStats struct {
 	Restarts   uint64 // writer generations seen change
 	Wakeups    uint64 // futex sleeps
 	Generation uint64
-	Position   uint64 // the reader's position in the file
-	Behind     uint64 // the writer's position less the reader's, at the last look
+	// Writer is what the header says of the writer: "live", "closed"
+	// (it ended cleanly; a restart continues the file), "gone" (live, but
+	// its process no longer exists: it crashed, and nothing is written
+	// until a writer starts again) or "replaced".
+	Writer   string
+	Position uint64 // the reader's position in the file
+	Behind   uint64 // the writer's position less the reader's, at the last look
 }
 
 type streamState struct {
@@ -532,7 +537,8 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// Stats returns the counts so far.
+// Stats returns the counts so far and the writer's state (one kill(2)
+// with signal 0 to see whether its process is alive).
 func (r *Reader) Stats() ReaderStats {
 	s := ReaderStats{Messages: r.messages.Load(), Fetched: r.fetched.Load(), Duplicates: r.dups.Load(),
 		Lost: r.lost.Load(), Laps: r.laps.Load(), Restarts: r.restarts.Load(), Wakeups: r.wakeups.Load(),
@@ -540,6 +546,17 @@ func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	if !r.closed {
 		s.Generation = r.gen.Load()
+		switch r.m.u32(offState).Load() {
+		case StateLive:
+			s.Writer = "live"
+			if !processAlive(int(binary.LittleEndian.Uint32(r.m.hdr[offPID:]))) {
+				s.Writer = "gone"
+			}
+		case StateClosed:
+			s.Writer = "closed"
+		case StateReplaced:
+			s.Writer = "replaced"
+		}
 		if t := r.tail.Load(); t > s.Position {
 			s.Behind = t - s.Position
 		}

@@ -259,6 +259,7 @@ func TestRingWriterRestart(t *testing.T) {
 	copy(r.m.data[r.tail&r.m.mask:], []byte("half a record, torn by a crash"))
 	require.NoError(t, r.m.close())
 	r.closed = true
+	require.Equal(t, "live", rd.Stats().Writer, "this process, the writer, is alive")
 
 	_, err = Create(path, 2*MinCapacity+1)
 	require.ErrorContains(t, err, "capacity")
@@ -285,6 +286,11 @@ func TestRingWriterRestart(t *testing.T) {
 	st := rd.Stats()
 	require.EqualValues(t, 15, st.Messages)
 	require.EqualValues(t, 1, st.Restarts)
+	require.Equal(t, "live", st.Writer)
+	binary.LittleEndian.PutUint32(r2.m.hdr[offPID:], 1<<22+12345) // beyond pid_max: no such process
+	require.Equal(t, "gone", rd.Stats().Writer)
+	require.NoError(t, r2.Close())
+	require.Equal(t, "closed", rd.Stats().Writer)
 }
 
 // TestRingReplaced: a writer with another capacity replaces the file; a

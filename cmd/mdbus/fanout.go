@@ -217,7 +217,7 @@ func runSubFanout(ctx context.Context, stdout io.Writer, o subFanout) error {
 		out.Flush()
 		mu.Unlock()
 		env.log.Info("summary", "messages", st.Messages, "fetched", st.Fetched, "lost", st.Lost, "laps", st.Laps,
-			"restarts", st.Restarts, "wakeups", st.Wakeups, "generation", st.Generation)
+			"restarts", st.Restarts, "wakeups", st.Wakeups, "generation", st.Generation, "writer", st.Writer)
 	}()
 	var tick <-chan time.Time
 	if o.stats > 0 {
@@ -246,6 +246,9 @@ func runSubFanout(ctx context.Context, stdout io.Writer, o subFanout) error {
 			nlat = 0
 			fmt.Fprintf(out, "%s msgs %d (+%d) fetched %d lost %d laps %d behind %d KiB wake-ups %d gen %d",
 				time.Now().Format("15:04:05"), st.Messages, st.Messages-last.Messages, st.Fetched, st.Lost, st.Laps, st.Behind>>10, st.Wakeups, st.Generation)
+			if st.Writer != "live" {
+				fmt.Fprintf(out, " | writer %s", st.Writer)
+			}
 			if k > 0 {
 				slices.Sort(s)
 				fmt.Fprintf(out, " | added latency p50 %v p99 %v", time.Duration(s[k/2]), time.Duration(s[k*99/100]))
