@@ -219,3 +219,41 @@ func TestReaderChild(t *testing.T) {
 	require.Empty(t, c.lost)
 	fmt.Printf("ok %d\n", next-1)
 }
+
+// TestWriterRestartCatchUp: the writer stops, the feed goes on, a new
+// writer takes the file over (a new generation) and joins the feed live;
+// the reader notices the restart, fetches what neither writer carried and
+// ends with every message once.
+func TestWriterRestartCatchUp(t *testing.T) {
+	netlab.Require(t)
+	skipUnsupported(t)
+	group := netip.MustParseAddrPort("239.192.20.3:32203")
+	f := newFeed(t, group, "FANOUT3", 0)
+	path := filepath.Join(shmDir(t), "feed.ring")
+	newWriter := func() *Writer {
+		w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Retransmitter: f.srv.Addr()}, Path: path, Capacity: 8 * MinCapacity})
+		require.NoError(t, err)
+		return w
+	}
+	w1 := newWriter()
+	c := newChecker()
+	var gens []uint64
+	rd, err := NewReader(ReaderConfig{Path: path, OnMessage: c.onMessage, OnLoss: c.onLoss, Retransmitter: f.srv.Addr(),
+		OnRestart: func(g uint64) { gens = append(gens, g) }})
+	require.NoError(t, err)
+	defer rd.Close()
+	f.publish(t, 1, 10_001)
+	c.waitFor(t, 10_001)
+	require.NoError(t, w1.Close())
+	f.publish(t, 10_001, 20_001) // no writer: the ring never holds these
+	w2 := newWriter()
+	defer w2.Close()
+	require.EqualValues(t, 2, w2.Stats().Generation)
+	f.publish(t, 20_001, 30_001)
+	c.waitFor(t, 30_001)
+	require.Empty(t, c.lost)
+	require.Equal(t, []uint64{2}, gens)
+	st := rd.Stats()
+	require.GreaterOrEqual(t, st.Fetched, uint64(10_000))
+	require.EqualValues(t, 30_000, st.Messages+st.Fetched)
+}
