@@ -81,6 +81,12 @@
 // so the reader's stream goes on with no gap and no duplicate. What
 // cannot be fetched is reported to OnLoss. The same rule covers a
 // StartSeq before the ring (history by re-request) and a writer restart.
+// Catching up needs a history that answers faster than the feed runs: a
+// retransmit.Server answers one packet per request by default (a round
+// trip per 20-odd 64-byte messages); for the host's own readers give the
+// rewinder a larger ServerConfig.MaxRequestBytes (the stall benchmark
+// answers 1024 messages per request), or a reader behind a fast feed
+// catches up only when the feed slows, lapped again meanwhile.
 //
 // Wake-up: an idle reader polls the tail for ReaderConfig.Spin (default
 // 20 µs), then sets the sleepers word, reads the futex word, checks the
