@@ -127,8 +127,10 @@ type streamState struct {
 // A Reader made by NewReader runs its own goroutine, which calls the
 // callbacks one at a time; Close stops it and waits. A Reader made by
 // OpenReader runs none: the caller calls Poll (and Wait) from one
-// goroutine, on which the callbacks run. Stats and Close may be called from
-// any goroutine; the callbacks must not call Close.
+// goroutine, on which the callbacks run, and closes it from there too (Close
+// unmaps the file a Poll would read). Stats may be called from any
+// goroutine, and Close of a NewReader's Reader too; the callbacks must not
+// call Close.
 type Reader struct {
 	cfg  ReaderConfig
 	m    *mapping
