@@ -267,16 +267,16 @@ func (r *Reader) Poll() (int, error) {
 	var off uint64
 	for off < n {
 		rec, size, err := parseRecord(buf[off:], capacity-idx-off, &r.ids)
-		if errors.Is(err, io.ErrUnexpectedEOF) && off > 0 {
-			break // the rest of a record cut by the batch's end: next time
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			// At the start of a batch the copy holds all the tail
-			// published, up to the end of the data area, and room for
-			// the largest record: a record cut there runs past the tail.
-			err = fmt.Errorf("%w: runs past the tail %d", ErrCorrupt, t)
-		}
 		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) && off > 0 {
+				break // the rest of a record cut by the batch's end: next time
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				// At the start of a batch the copy holds all the tail
+				// published, up to the end of the data area, and room for
+				// the largest record: a record cut there runs past the tail.
+				err = fmt.Errorf("%w: runs past the tail %d", ErrCorrupt, t)
+			}
 			r.err = fmt.Errorf("fanout: %s at position %d: %w", r.cfg.Path, c+off, err)
 			if r.cfg.OnError != nil {
 				r.cfg.OnError(r.err)
