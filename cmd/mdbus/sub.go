@@ -53,11 +53,8 @@ field by field), or with --stats only a stats line per interval. Ends at
 	format := fs.String("format", "text", "how messages are printed: text (session seq payload), hex or json (one object per line)")
 	decodeAs := addDecodeFlag(fs)
 	latency := fs.Bool("latency", true, "with --stats: one-way latency percentiles of stamped messages (pub --synthetic stamps each at its send moment, after its pacing wait)")
+	fan := fs.String("fanout", "", "read the feed from this host's fan-out ring (mdbus fanout) instead of the network: its NAME, or a PATH; no socket and no system call per message; --retransmit fills what the reader misses, --busy-poll is how long an idle reader spins before it sleeps (default 20µs)")
 	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	group, source, err := gf.parse()
-	if err != nil {
 		return err
 	}
 	if *format != "text" && *format != "hex" && *format != "json" {
@@ -68,6 +65,13 @@ field by field), or with --stats only a stats line per interval. Ends at
 		return err
 	}
 	pr := msgPrinter{format: *format, dec: dec}
+	if *fan != "" {
+		return runSubFanout(ctx, stdout, subFanout{ring: *fan, start: *start, retransmit: *retr, stats: *stats, count: *count, dur: *dur, exitOnEnd: *exitOnEnd, stopOnLoss: *stop, spin: *busy, pr: &pr})
+	}
+	group, source, err := gf.parse()
+	if err != nil {
+		return err
+	}
 	retrAddr, backups, err := parseRetransmitters("--retransmit", *retr)
 	if err != nil {
 		return err

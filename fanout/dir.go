@@ -1,0 +1,83 @@
+package fanout
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// DirPrefix is the start of every user's default directory of ring files:
+// user UID keeps them in DirPrefix + UID, on tmpfs (the data lives in
+// memory and vanishes at reboot).
+const DirPrefix = "/dev/shm/mdbus-fanout-"
+
+// DefaultDir is this user's directory of ring files, DirPrefix + the
+// effective uid.
+func DefaultDir() string { return DirPrefix + strconv.Itoa(os.Geteuid()) }
+
+// ErrNotPrivate marks a directory or ring file that another user could
+// write to or that belongs to someone else: a reader would take its bytes
+// for the feed, so it is neither written nor read. Match with errors.Is.
+var ErrNotPrivate = errors.New("fanout: not private")
+
+// errLocked: another writer holds the ring file.
+var errLocked = errors.New("another writer holds it")
+
+// Path returns the ring file of name in dir ("" for DefaultDir). A name
+// that contains a slash is a path already and is returned as it is.
+func Path(dir, name string) string {
+	if strings.ContainsRune(name, '/') {
+		return name
+	}
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	return filepath.Join(dir, name+".ring")
+}
+
+// mkdirPrivate creates dir mode 0700 if it is missing (missing parents
+// 0755) and checks that it is ours and private.
+func mkdirPrivate(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("fanout: directory %s: %w", dir, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("fanout: directory %s: %w", dir, err)
+	}
+	return checkDir(dir)
+}
+
+// checkDir checks that dir is a directory (not a link to one) of ours
+// that no other user may write to.
+func checkDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("fanout: directory %s: %w", dir, err)
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("%w: %s is a symbolic link (remove it; mdbus creates the directory itself)", ErrNotPrivate, dir)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrNotPrivate, dir)
+	}
+	return checkOwner(dir, fi)
+}
+
+// checkOwner checks that fi (of name) belongs to us (root reads and
+// writes anyone's) and that no one else may write to it.
+func checkOwner(name string, fi os.FileInfo) error {
+	if !supported {
+		return nil
+	}
+	owner, me := ownerOf(fi), os.Geteuid()
+	if owner < 0 || (owner != me && me != 0) {
+		return fmt.Errorf("%w: %s belongs to uid %d, not to you (uid %d): use a directory of your own (--dir)", ErrNotPrivate, name, owner, me)
+	}
+	if m := fi.Mode().Perm(); m&0o022 != 0 {
+		return fmt.Errorf("%w: %s has mode %04o: other users may change it (chmod go-w %s, or remove it and let mdbus create it)", ErrNotPrivate, name, m, name)
+	}
+	return nil
+}
