@@ -151,7 +151,21 @@ func TestReadmeSnippets(t *testing.T) {
 							t.Skipf("README.md line %d needs %s: %v", b.line, tool, err)
 						}
 					}
-					runReadmeBlock(t, sh, root, b, paths.Replace(b.text))
+					// A failed exit status or output is retried once: the
+					// demo's zero loss needs CPU that a machine at a load of
+					// 20 on 2 cores does not always give (1 run in 12 lost
+					// messages there). A hang or a process left behind is
+					// the script's own fault and fails at once.
+					for attempt := 1; ; attempt++ {
+						failure, retry := runReadmeBlock(t, sh, root, b, paths.Replace(b.text))
+						if failure == "" {
+							break
+						}
+						if !retry || attempt == 2 {
+							t.Fatal(failure)
+						}
+						t.Logf("attempt %d failed, retrying once: %s", attempt, failure)
+					}
 				})
 			}
 		})
@@ -160,8 +174,9 @@ func TestReadmeSnippets(t *testing.T) {
 
 // runReadmeBlock runs one block's script under sh -e in its own process
 // group and checks its exit status, its output and that its group is empty
-// once it has exited.
-func runReadmeBlock(t *testing.T, sh, root string, b readmeBlock, script string) {
+// once it has exited. It returns what was wrong ("" for nothing), and
+// whether that may be the machine's load rather than the script.
+func runReadmeBlock(t *testing.T, sh, root string, b readmeBlock, script string) (failure string, retry bool) {
 	t.Helper()
 	logs := t.TempDir()
 	stdout, err := os.Create(filepath.Join(logs, "stdout"))
@@ -172,6 +187,14 @@ func runReadmeBlock(t *testing.T, sh, root string, b readmeBlock, script string)
 	defer stderr.Close()
 	cmd := exec.Command(sh, "-e", "-c", script)
 	cmd.Dir = root // go build ./cmd/mdbus
+	// A reader's shell, not the lab's: without MDBUS_NETLAB*, a command
+	// with --netns (the demo's default) makes its own namespace, as it
+	// does for the reader.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MDBUS_NETLAB") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	// Files, not pipes: a background process left holding the output
 	// cannot keep Wait from returning.
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -194,8 +217,8 @@ func runReadmeBlock(t *testing.T, sh, root string, b readmeBlock, script string)
 		return fmt.Sprintf("--- stdout\n%s--- stderr\n%s", readmeTail(string(o), 40), readmeTail(string(e), 40))
 	}
 	if timedOut.Load() {
-		t.Fatalf("README.md line %d did not finish within %v under %s (its process group was killed):\n%s",
-			b.line, readmeSnippetTimeout, sh, output())
+		return fmt.Sprintf("README.md line %d did not finish within %v under %s (its process group was killed):\n%s",
+			b.line, readmeSnippetTimeout, sh, output()), false
 	}
 	// The snippet's own processes were waited for by the snippet; allow a
 	// moment for one that is exiting, then anything left in the group is
@@ -210,17 +233,24 @@ func runReadmeBlock(t *testing.T, sh, root string, b readmeBlock, script string)
 		time.Sleep(20 * time.Millisecond)
 	}
 	if len(left) > 0 {
-		t.Errorf("README.md line %d under %s left %d process(es) running:\n  %s", b.line, sh, len(left), strings.Join(left, "\n  "))
+		return fmt.Sprintf("README.md line %d under %s left %d process(es) running (%v):\n  %s\n%s",
+			b.line, sh, len(left), werr, strings.Join(left, "\n  "), output()), false
 	}
-	require.NoError(t, werr, "README.md line %d under %s:\n%s", b.line, sh, output())
+	if werr != nil {
+		return fmt.Sprintf("README.md line %d under %s: %v after %v:\n%s", b.line, sh, werr, took.Round(time.Millisecond), output()), true
+	}
 	o, _ := os.ReadFile(stdout.Name())
 	for _, e := range readmeExpect {
 		if strings.Contains(b.text, e.key) {
-			require.Regexp(t, e.want, string(o), "README.md line %d under %s: the output does not show what the README says:\n%s", b.line, sh, output())
+			if !e.want.Match(o) {
+				return fmt.Sprintf("README.md line %d under %s: the output does not match %q, as the README says it would:\n%s",
+					b.line, sh, e.want, output()), true
+			}
 			break
 		}
 	}
 	t.Logf("README.md line %d under %s: exit 0 in %v, nothing left running", b.line, sh, took.Round(time.Millisecond))
+	return "", false
 }
 
 // processGroupMembers lists the live (not zombie) processes of group pgid
