@@ -224,7 +224,7 @@ func isConfigError(err error) bool {
 var subcommands = map[string][]string{
 	"journal": {"list", "verify", "dump", "compact", "repair"},
 	"pcap":    {"import", "export"},
-	"statsd":  {"relay", "collect"},
+	"statsd":  {"relay", "collect", "send"},
 	"bench":   {"throughput", "latency", "raw", "capacity", "goals", "chart"},
 }
 

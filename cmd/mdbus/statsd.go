@@ -30,18 +30,19 @@ const statsdGroup = "239.192.0.81:31081"
 
 func runStatsd(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, `Usage: mdbus statsd relay|collect [flags]
+		fmt.Fprint(stdout, `Usage: mdbus statsd relay|collect|send [flags]
 
   relay    listen for StatsD/DogStatsD datagrams (UDP 127.0.0.1:8125, optionally a
            Unix socket) and publish the valid metrics on a bus group, with a
            retransmit server for the collectors' re-requests
   collect  subscribe to the group (recovering losses from the relay), aggregate
            per flush interval and write Graphite, JSON lines or Prometheus text
+  send     send StatsD lines to a relay over UDP (a client for scripts)
 
 Run "mdbus statsd relay -h" or "mdbus statsd collect -h" for the flags.
 `)
 		if len(args) == 0 {
-			return usageErr("want a subcommand: relay or collect")
+			return usageErr("want a subcommand: relay, collect or send")
 		}
 		return nil
 	}
@@ -50,8 +51,10 @@ Run "mdbus statsd relay -h" or "mdbus statsd collect -h" for the flags.
 		return runStatsdRelay(ctx, args[1:])
 	case "collect":
 		return runStatsdCollect(ctx, args[1:], stdout)
+	case "send":
+		return runStatsdSend(ctx, args[1:], os.Stdin)
 	}
-	return usageErr("unknown statsd subcommand %q: want relay or collect", args[0])
+	return usageErr("unknown statsd subcommand %q: want relay, collect or send", args[0])
 }
 
 func runStatsdRelay(ctx context.Context, args []string) error {
