@@ -152,3 +152,23 @@ func TestGroupBackoffSharedLoss(t *testing.T) {
 	require.Greater(t, g.Shared(), 0.95)
 	require.Positive(t, g.Window())
 }
+
+// TestRetryFloor: with a floor above Retry (twice a slow round trip), a
+// range is asked again only after the floor, and the doubled intervals
+// never drop below it.
+func TestRetryFloor(t *testing.T) {
+	d := NewLossDetector(Config{Generator: FixedDelay(0)})
+	d.SetRetryFloor(70 * ms)
+	d.OnGap(t0, rg(1, 2))
+	reqs, _ := d.Poll(t0, nil, nil)
+	require.Len(t, reqs, 1)
+	reqs, _ = d.Poll(t0.Add(70*ms-1), nil, nil)
+	require.Empty(t, reqs, "not before the floor")
+	reqs, _ = d.Poll(t0.Add(70*ms), nil, nil)
+	require.Len(t, reqs, 1)
+	next, _ := d.Next()
+	require.Equal(t, t0.Add(70*ms+DefaultMaxRetry), next, "doubled, capped at MaxRetry, never below the floor")
+	requireInvariants(t, d)
+	d.SetRetryFloor(0)
+	require.Equal(t, DefaultRetry, d.retry())
+}

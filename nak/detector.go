@@ -42,6 +42,9 @@ type LossDetector struct {
 	pending uint64  // messages in entries that are not doomed
 	doomed  uint64  // messages in doomed entries
 	maxReq  uint64  // the largest request (SetMaxRequest), <= cfg.MaxRequest
+	// retryFloor is the least wait after a NAK (SetRetryFloor): a retry
+	// before the answer can be back only doubles the work of a slow path.
+	retryFloor time.Duration
 
 	// due is a lower bound of the earliest entry time (see at) whenever
 	// entries is not empty; exact says it is that time.
@@ -329,9 +332,9 @@ func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []R
 				d.st.Retries++
 			}
 			if e.interval == 0 {
-				e.interval = d.cfg.Retry
+				e.interval = d.retry()
 			} else {
-				e.interval = min(2*e.interval, d.cfg.MaxRetry)
+				e.interval = max(min(2*e.interval, d.cfg.MaxRetry), d.retry())
 			}
 			e.next = now.Add(e.interval)
 			// One entry per request, so that an answer that fills a
@@ -411,6 +414,18 @@ func (d *LossDetector) SetMaxRequest(n int) {
 	d.maxReq = uint64(min(max(n, 1), d.cfg.MaxRequest))
 }
 
+// SetRetryFloor sets the least wait after a NAK before the same range is
+// asked again: the first retry waits max(Retry, floor), and the doubled
+// intervals never drop below it (they may pass MaxRetry when the floor
+// does). A subscriber sets it to twice the repair round trip it measures,
+// as TCP's retransmission timeout follows its round trip: on a slow path
+// (a loaded host, the race detector) a fixed 10 ms retry fires before
+// every answer and doubles the requests. Zero or negative: none.
+func (d *LossDetector) SetRetryFloor(f time.Duration) { d.retryFloor = min(max(f, 0), maxDuration) }
+
+// retry is the first wait after a NAK: Retry, or the floor when larger.
+func (d *LossDetector) retry() time.Duration { return max(d.cfg.Retry, d.retryFloor) }
+
 // MaxRequest is the largest re-request Poll returns now.
 func (d *LossDetector) MaxRequest() int { return int(d.maxReq) }
 
@@ -441,7 +456,7 @@ func (d *LossDetector) OnConfirm(now monotime.Time, r Range, after time.Duration
 		} else {
 			d.st.Confirmed += e.len()
 		}
-		e.interval = max(e.interval, d.cfg.Retry)
+		e.interval = max(e.interval, d.retry())
 		if t := now.Add(after + e.interval); t > e.next {
 			e.next = t
 		}

@@ -34,7 +34,7 @@ func (d *LossDetector) checkInvariants() error {
 		} else {
 			pend += e.len()
 		}
-		if !e.doomed && e.naks > 0 && e.interval != 0 && (e.interval < d.cfg.Retry || e.interval > d.cfg.MaxRetry) {
+		if !e.doomed && e.naks > 0 && e.interval != 0 && (e.interval < d.cfg.Retry || e.interval > max(d.cfg.MaxRetry, d.retryFloor)) {
 			return fmt.Errorf("entry %d interval %v out of [Retry, MaxRetry]", i, e.interval)
 		}
 		due = min(due, d.at(e))

@@ -136,6 +136,9 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 func (c *core) gapFound(s *stream, from, to wire.Seq) {
 	d := c.detector(s)
 	d.SetMaxRequest(c.chunk(s))
+	if c.backoff != nil {
+		d.SetRetryFloor(2 * c.backoff.RTT())
+	}
 	d.OnGap(c.now, nak.Range{From: from, To: to})
 	c.rearm(d)
 }
