@@ -28,12 +28,12 @@ type Publication struct {
 	local netip.AddrPort
 	log   *slog.Logger
 
-	// pubMu orders publishers. A Publish or PublishBatch holds it while
-	// it waits for the rate limit or a free buffer and while it appends,
-	// so a batch's sequence numbers are contiguous and tokens are taken
-	// in sequence order. Lock order: pubMu, then mu.
-	pubMu sync.Mutex
-	pace  pacer // guarded by pubMu
+	// turn orders publishers: a Publish or PublishBatch holds it while it
+	// waits for the rate limit or a free buffer and while it appends, so
+	// a batch's sequence numbers are contiguous and tokens are taken in
+	// sequence order. Order: turn, then mu.
+	turn turn
+	pace pacer // guarded by turn
 
 	// mu guards the ring, the sending role and the phase.
 	mu        sync.Mutex
@@ -157,6 +157,7 @@ func New(cfg Config) (*Publication, error) {
 		timerAt:   never,
 		batch:     sock.NewBatch(s.BatchPackets, 0),
 		ctl:       make([]byte, 0, wire.HeaderLen),
+		turn:      turn{wake: make(chan struct{}, 1)},
 		wake:      make(chan struct{}, 1),
 		timer:     time.NewTimer(time.Hour),
 		closingCh: make(chan struct{}),
@@ -227,11 +228,13 @@ func (p *Publication) PublishBatch(msgs [][]byte) (wire.Seq, error) {
 // It returns the first sequence and, when the rate wait was interrupted,
 // how many were published (else -1).
 func (p *Publication) publish(msgs [][]byte) (first wire.Seq, published int, err error) {
-	p.pubMu.Lock()
+	if !p.turn.take(p.closingCh) {
+		return wire.InvalidSeq, -1, ErrClosed
+	}
 	p.mu.Lock()
 	if err := p.checkLocked(); err != nil || len(msgs) == 0 {
 		p.mu.Unlock()
-		p.pubMu.Unlock()
+		p.turn.give()
 		return wire.InvalidSeq, -1, err
 	}
 	if !p.pace.on() {
@@ -244,7 +247,7 @@ func (p *Publication) publish(msgs [][]byte) (first wire.Seq, published int, err
 		p.published += uint64(len(msgs))
 		k, n, inline := p.dispatchLocked()
 		p.mu.Unlock()
-		p.pubMu.Unlock() // the next publisher appends while this one sends
+		p.turn.give() // the next publisher appends while this one sends
 		if inline {
 			p.sendInline(k, n)
 		}
@@ -253,7 +256,7 @@ func (p *Publication) publish(msgs [][]byte) (first wire.Seq, published int, err
 	p.mu.Unlock()
 	for i, m := range msgs {
 		if err := p.pace.wait(len(m), p.closingCh, &p.st); err != nil {
-			p.pubMu.Unlock()
+			p.turn.give()
 			return first, i, err
 		}
 		p.mu.Lock()
@@ -268,7 +271,7 @@ func (p *Publication) publish(msgs [][]byte) (first wire.Seq, published int, err
 			first = seq
 		}
 		if i == len(msgs)-1 {
-			p.pubMu.Unlock()
+			p.turn.give()
 		}
 		if inline {
 			p.sendInline(k, n)
@@ -334,12 +337,12 @@ func (p *Publication) Close() error {
 	close(p.closingCh)
 	p.mu.Unlock()
 
-	p.pubMu.Lock() // wait for a Publish in progress
+	p.turn.take(nil) // wait for a Publish in progress
 	p.mu.Lock()
 	p.phase = draining
 	p.kickLocked()
 	p.mu.Unlock()
-	p.pubMu.Unlock()
+	p.turn.give()
 
 	<-p.exited
 	cerr := p.conn.Close()

@@ -19,7 +19,7 @@ const rateBurst = 10 * time.Millisecond
 // packet, whose header the bytes bucket then pays as a debt (see package
 // ratelimit): the cost is known only after the append. Off (a zero
 // pacer) when neither rate is set. Not safe for concurrent use; the
-// Publication guards it with pubMu.
+// Publication guards it with its turn.
 type pacer struct {
 	msgs, bytes ratelimit.Bucket
 	timer       *time.Timer // nil when off

@@ -1,6 +1,8 @@
 package publisher
 
 import (
+	"sync/atomic"
+
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -113,4 +115,45 @@ func (r *ring) take(limit uint64) (first, n uint64) {
 	n = min(r.sealed-r.taken, limit)
 	r.taken += n
 	return first, n
+}
+
+// turn is the publishers' lock. It is a sync.Mutex's fast path (one
+// compare-and-swap to take, one swap to give) with waiters parked on a
+// channel instead of the runtime's semaphore, because a publisher holds it
+// across long waits (the rate limit, a full ring): a publisher waiting for
+// its turn can be interrupted by Close, and is durably blocked for
+// testing/synctest, so tests of the rate limit and of backpressure run on
+// virtual time. It is not fair: a publisher that comes as the turn is
+// given may take it before one that waited.
+type turn struct {
+	state atomic.Int32  // 0 free, 1 taken, 2 taken and maybe waited for
+	wake  chan struct{} // capacity 1: a give for a waiter
+}
+
+// take waits for the turn and reports true, or false when closing is
+// closed first (a nil closing never is).
+func (t *turn) take(closing <-chan struct{}) bool {
+	if t.state.CompareAndSwap(0, 1) {
+		return true
+	}
+	// Mark it waited for, then sleep until a give; a stale wake-up only
+	// costs another look.
+	for t.state.Swap(2) != 0 {
+		select {
+		case <-t.wake:
+		case <-closing:
+			return false
+		}
+	}
+	return true
+}
+
+// give gives the turn back and wakes a waiter if there may be one.
+func (t *turn) give() {
+	if t.state.Swap(0) == 2 {
+		select {
+		case t.wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 }
