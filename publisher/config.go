@@ -63,10 +63,11 @@ func (m SendMode) String() string {
 //
 // SentPacket is called on the goroutine that sent the packet: the
 // publication's sending goroutine, or the goroutine that called Publish or
-// PublishBatch when that call sent inline (see SendMode). pkt is the whole MoldUDP64 packet (header included) and is
-// valid only during the call: a Sink that keeps it must copy it. SentPacket
-// must not call back into the Publication and should return quickly, since
-// the next packets wait for it.
+// PublishBatch when that call sent inline (see SendMode). pkt is the whole
+// MoldUDP64 packet (header included) and is valid only during the call: a
+// Sink that keeps it must copy it. SentPacket must not call back into the
+// Publication and should return quickly, since the next packets wait for
+// it.
 type Sink interface {
 	SentPacket(pkt []byte)
 }
