@@ -3,6 +3,7 @@ package publisher_test
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/sock"
@@ -20,6 +21,15 @@ import (
 // its socket but sends through captureConn, given by Config.Wrap: it
 // records each packet with the virtual time it was sent, as a receiver on
 // the wire would see it, and never makes the system call.
+
+// advance moves the bubble's virtual time on by d, then returns once every
+// goroutine in the bubble is blocked again (synctest.Wait): timers due by
+// then have fired and what they started is done. Call it only in a
+// bubble, from the test's goroutine.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
 
 // captured is a packet handed to captureConn.
 type captured struct {

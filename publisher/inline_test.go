@@ -63,8 +63,7 @@ func TestFullPacketsSentByCaller(t *testing.T) {
 				if tc.cfg.Linger > 0 {
 					require.Len(t, got, full)
 					require.Less(t, time.Since(start), publisher.MaxLinger/2, "full packets do not linger")
-					time.Sleep(50 * time.Millisecond)
-					synctest.Wait()
+					advance(50 * time.Millisecond)
 					require.Len(t, cc.data(), full, "the partial one does")
 					require.NoError(t, p.Flush(context.Background()))
 					got = cc.data()

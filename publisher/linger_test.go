@@ -33,10 +33,9 @@ func TestLingerFillsPackets(t *testing.T) {
 				for k := range n {
 					_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, 20))
 					require.NoError(t, err)
-					time.Sleep(2 * time.Millisecond) // far longer than a send
+					advance(2 * time.Millisecond) // far longer than a send
 				}
-				time.Sleep(tc.linger)
-				synctest.Wait()
+				advance(tc.linger)
 				pkts := cc.data()
 				require.NotEmpty(t, pkts)
 				arrived := cc.sent()[len(cc.sent())-1].at.Sub(start)
@@ -76,8 +75,7 @@ func TestLingerFullPacketsAndFlush(t *testing.T) {
 		require.Len(t, full, 2)
 		require.Equal(t, wire.Seq(2*perPacket+1), full[1].Next())
 		require.Less(t, time.Since(start), publisher.MaxLinger/2, "full packets do not linger")
-		time.Sleep(100 * time.Millisecond)
-		synctest.Wait()
+		advance(100 * time.Millisecond)
 		require.Len(t, cc.sent(), 2, "the partial third packet lingers")
 
 		fstart := time.Now()

@@ -173,7 +173,7 @@ func TestPromptSingleMessage(t *testing.T) {
 				var worst time.Duration
 				lat := make([]time.Duration, 0, 20)
 				for range 20 {
-					time.Sleep(2 * time.Millisecond)
+					advance(2 * time.Millisecond)
 					start := time.Now()
 					seq, err := p.Publish([]byte("hello"))
 					require.NoError(t, err)
@@ -212,8 +212,7 @@ func TestHeartbeat(t *testing.T) {
 				first := max(tc.first, 1)
 
 				// Idle from the start: heartbeats announce the first sequence.
-				time.Sleep(interval)
-				synctest.Wait()
+				advance(interval)
 				got := cc.sent()
 				require.Len(t, got, 1)
 				require.True(t, got[0].IsHeartbeat())
@@ -230,8 +229,7 @@ func TestHeartbeat(t *testing.T) {
 				lastData := cc.sent()[len(cc.sent())-1].at
 
 				// Idle again: heartbeats carry the next sequence, spaced by the interval.
-				time.Sleep(4 * interval)
-				synctest.Wait()
+				advance(4 * interval)
 				var stamps []time.Time
 				for _, pk := range cc.sent() {
 					if !pk.at.After(lastData) {
@@ -258,8 +256,7 @@ func TestHeartbeatDisabled(t *testing.T) {
 	netlab.Require(t)
 	synctest.Test(t, func(t *testing.T) {
 		p, cc := openCaptured(t, publisher.Config{Group: netip.MustParseAddrPort("239.10.0.6:31050"), HeartbeatInterval: -1})
-		time.Sleep(time.Hour)
-		synctest.Wait()
+		advance(time.Hour)
 		require.Empty(t, cc.sent())
 		require.Zero(t, p.Stats().Heartbeats)
 	})
@@ -345,7 +342,7 @@ func TestSinks(t *testing.T) {
 						_, err := p.Publish(makeMsg(wire.Seq(round*500+k+1), 1, 1+k%200))
 						require.NoError(t, err)
 					}
-					time.Sleep(15 * time.Millisecond) // idle: heartbeats, which sinks do not see
+					advance(15 * time.Millisecond) // idle: heartbeats, which sinks do not see
 				}
 				require.NoError(t, p.Close())
 				pkts := cc.data()
