@@ -700,7 +700,7 @@ func (p *Publication) sendControl(pkt []byte) error {
 	return nil
 }
 
-// run is the sending goroutine. Each turn of its loop takes the first
+// run is the sending goroutine. Each pass of its loop takes the first
 // transition that applies, in this order (package doc, "Send state"):
 //
 //  1. packets to send now, and the role free: send them;
