@@ -24,8 +24,8 @@ func BenchmarkPublish(b *testing.B) {
 			port++
 			b.Run(fmt.Sprintf("%s/%dB", mode.name, size), func(b *testing.B) {
 				p := open(b, publisher.Config{
-					Group:  netip.AddrPortFrom(netip.MustParseAddr("239.10.1.1"), port),
-					Inline: mode.inline,
+					Group: netip.AddrPortFrom(netip.MustParseAddr("239.10.1.1"), port),
+					Send:  mode.send,
 				})
 				msg := make([]byte, size)
 				b.ReportAllocs()
@@ -107,7 +107,7 @@ func latency(b *testing.B, group netip.AddrPort, name string, gap time.Duration)
 			return err
 		}
 	default:
-		p = open(b, publisher.Config{Group: group, Inline: name == "inline", HeartbeatInterval: -1})
+		p = open(b, publisher.Config{Group: group, Send: sendMode(name == "inline"), HeartbeatInterval: -1})
 		msg := make([]byte, 64)
 		send = func() error { _, err := p.Publish(msg); return err }
 	}

@@ -13,6 +13,47 @@ import (
 	"github.com/mdbus/mdbus/wire"
 )
 
+// SendMode says who sends a packet: the call that published into it, or
+// the publication's sending goroutine. Whatever the mode, a Publish that
+// arrives while a send is in progress only appends, and what piled up
+// meanwhile goes to the sending goroutine, which packs it (see the package
+// doc, "Send state").
+type SendMode uint8
+
+const (
+	// SendAuto, the default: a Publish or PublishBatch that seals whole
+	// packets while nothing is being sent sends them itself, which spares
+	// a goroutine wake-up per batch and, on a machine with few cores, a
+	// third busy thread (package doc, "Full packets leave with the call
+	// that filled them"); a partly filled packet goes to the sending
+	// goroutine at once, or once it has waited Config.Linger.
+	SendAuto SendMode = iota
+	// SendInline sends a partly filled packet on the caller's goroutine
+	// too when nothing is being sent: a lone message leaves at once
+	// without a goroutine wake-up, at the cost of a sendmmsg call inside
+	// Publish. A single goroutine publishing in a tight loop then sends
+	// one packet per Publish (use PublishBatch, or SendAuto, to pack).
+	// It takes no Linger, which exists for the opposite trade.
+	SendInline
+	// SendBackground makes the sending goroutine send every packet:
+	// Publish and PublishBatch never make a system call; they append and
+	// wake the goroutine. For a caller that must never wait for the
+	// kernel and has a core to spare.
+	SendBackground
+)
+
+func (m SendMode) String() string {
+	switch m {
+	case SendAuto:
+		return "auto"
+	case SendInline:
+		return "inline"
+	case SendBackground:
+		return "background"
+	}
+	return fmt.Sprintf("SendMode(%d)", uint8(m))
+}
+
 // Sink is offered every data packet just before it is sent, so that a
 // cache holds it before any subscriber can notice it missing and ask for it
 // (a subscriber may NAK microseconds after the next packet arrives). A
@@ -22,11 +63,11 @@ import (
 //
 // SentPacket is called on the goroutine that sent the packet: the
 // publication's sending goroutine, or the goroutine that called Publish or
-// PublishBatch when that call sent inline (see Config.Background and
-// Config.Inline). pkt is the whole MoldUDP64 packet (header included) and is
-// valid only during the call: a Sink that keeps it must copy it. SentPacket
-// must not call back into the Publication and should return quickly, since
-// the next packets wait for it.
+// PublishBatch when that call sent inline (see SendMode). pkt is the whole
+// MoldUDP64 packet (header included) and is valid only during the call: a
+// Sink that keeps it must copy it. SentPacket must not call back into the
+// Publication and should return quickly, since the next packets wait for
+// it.
 type Sink interface {
 	SentPacket(pkt []byte)
 }
@@ -84,26 +125,17 @@ type Config struct {
 	// 1024, lowered for large payload sizes so the ring stays within
 	// 16 MiB (but at least 16 packets).
 	QueuePackets int
-	// Inline lets Publish send a partly filled packet on the caller's
-	// goroutine too (full packets are sent there anyway, see Background)
-	// when nothing is being sent, instead of waking the sending
-	// goroutine: a message leaves at once without a goroutine wake-up
-	// (see the package doc for measurements), at the cost of a sendmmsg
-	// call inside Publish. Messages published while another's send is in
-	// progress (a burst) are left to the sending goroutine, which packs
-	// them; but a single goroutine publishing in a tight loop then sends
-	// one packet per Publish (use PublishBatch, or leave Inline off, to
-	// pack). Default false.
+	// Send says who hands packets to the kernel: the Publish or
+	// PublishBatch that filled them, or the sending goroutine; see
+	// SendMode. Default SendAuto.
+	Send SendMode
+	// Inline is the former spelling of Send: SendInline.
+	//
+	// Deprecated: use Send: SendInline.
 	Inline bool
-	// Background makes the sending goroutine send every packet: Publish
-	// and PublishBatch then never make a system call; they append and
-	// wake the goroutine. By default a Publish or PublishBatch that fills
-	// whole packets while nothing is being sent sends them itself, which
-	// spares the wake-up and, on a machine with few cores, a third busy
-	// thread beside the publisher and its subscribers (see the package
-	// doc). Background suits a caller that must never wait for the
-	// kernel and has a core to spare for the sending goroutine. It
-	// cannot be combined with Inline. Default false.
+	// Background is the former spelling of Send: SendBackground.
+	//
+	// Deprecated: use Send: SendBackground.
 	Background bool
 	// Linger is how long a partly filled packet may wait for more
 	// messages before the sending goroutine sends it. Zero (the default)
@@ -115,7 +147,7 @@ type Config struct {
 	// Linger of tens of microseconds to a millisecond: packets leave
 	// full, or when the oldest message in them has waited Linger. A full
 	// packet, Flush and Close never wait. Linger cannot be combined with
-	// Inline (which exists for the opposite trade) and is at most
+	// SendInline (which exists for the opposite trade) and is at most
 	// MaxLinger.
 	Linger time.Duration
 	// DisableGSO turns UDP generic segmentation offload off: every packet
@@ -258,13 +290,14 @@ func (c Config) withDefaults() (settings, error) {
 	if s.RateMessages < 0 || s.RateBytes < 0 || s.RateMessages != s.RateMessages || s.RateBytes != s.RateBytes {
 		return s, fmt.Errorf("%w: negative or NaN rate (RateMessages %g, RateBytes %g)", ErrConfig, s.RateMessages, s.RateBytes)
 	}
+	if err := s.sendMode(); err != nil {
+		return s, err
+	}
 	switch {
 	case s.Linger < 0 || s.Linger > MaxLinger:
 		return s, fmt.Errorf("%w: Linger %v out of range 0..%v", ErrConfig, s.Linger, MaxLinger)
-	case s.Linger > 0 && s.Inline:
-		return s, fmt.Errorf("%w: Linger and Inline cannot be combined (Inline sends each Publish at once; Linger waits to fill packets)", ErrConfig)
-	case s.Background && s.Inline:
-		return s, fmt.Errorf("%w: Background and Inline cannot be combined (Background leaves every send to the sending goroutine; Inline sends in Publish)", ErrConfig)
+	case s.Linger > 0 && s.Send == SendInline:
+		return s, fmt.Errorf("%w: Linger and SendInline cannot be combined (SendInline sends each Publish at once; Linger waits to fill packets)", ErrConfig)
 	}
 	if s.WriteBuffer == 0 {
 		s.WriteBuffer = DefaultWriteBuffer
@@ -307,6 +340,29 @@ func (c Config) withDefaults() (settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// sendMode checks Send and folds the deprecated Inline and Background
+// into it.
+func (s *settings) sendMode() error {
+	if s.Send > SendBackground {
+		return fmt.Errorf("%w: Send %v unknown (want SendAuto, SendInline or SendBackground)", ErrConfig, s.Send)
+	}
+	for _, old := range []struct {
+		set  bool
+		mode SendMode
+		name string
+	}{{s.Inline, SendInline, "Inline"}, {s.Background, SendBackground, "Background"}} {
+		if !old.set {
+			continue
+		}
+		if s.Send != SendAuto && s.Send != old.mode {
+			return fmt.Errorf("%w: deprecated %s and Send %v cannot be combined (use Send alone)", ErrConfig, old.name, s.Send)
+		}
+		s.Send = old.mode
+	}
+	s.Inline, s.Background = false, false
+	return nil
 }
 
 // interfaceNames lists the host's interfaces for an error message.

@@ -50,20 +50,20 @@
 //	Publish ──append──▶ [ ring: in flight | sealed | open ] ──take──▶ sendmmsg ──▶ group
 //	   │                                                        ▲          └──▶ Sinks
 //	   ├── full packets, role free: the caller sends them ───────┤
-//	   └── else wake (only if idle) ──▶ sending goroutine ───────┘
+//	   └── else wake (only if parked) ──▶ sending goroutine ─────┘
 //
-// Who sends:
+// Who sends is Config.Send (SendMode):
 //
-//   - the caller itself, when it sealed whole packets and nothing is being
-//     sent (or, with Config.Inline, for a partly filled packet too): it
-//     takes the sending role and sends on its own goroutine, including
-//     the open packet unless that may linger;
-//   - otherwise the sending goroutine, which the caller wakes through a
-//     capacity-1 channel if it is idle, and which takes every sealed
-//     packet and the open one (sealing it);
+//   - the caller itself, when the sending role is free and it sealed whole
+//     packets (SendAuto, the default) or appended anything (SendInline): it
+//     takes the sending role and sends on its own goroutine, including the
+//     open packet unless that may linger;
+//   - otherwise the sending goroutine (always, with SendBackground), which
+//     the caller wakes through a capacity-1 channel if it is parked, and
+//     which takes every sealed packet and the open one (sealing it);
 //   - nobody yet, when the only pending packet is a lingering one
-//     (Config.Linger): the caller arms a timer, and the sending goroutine
-//     sends the packet when it fires, unless it filled first.
+//     (Config.Linger): the caller sets the sending goroutine's timer, and
+//     the goroutine sends the packet when it fires, unless it filled first.
 //
 // A Publish that arrives while a send is in progress only appends: the
 // holder of the role looks for more work before it lets go, and what piled
@@ -73,6 +73,36 @@
 // high rate messages pile up while a send is under way, so packets fill
 // and go out many per system call. When every buffer is taken, Publish
 // blocks (backpressure) rather than dropping or growing.
+//
+// # Send state
+//
+// Under the Publication's mutex, three small pieces of state say what
+// happens next (state.go): the ring of packets (done ≤ taken ≤ sealed,
+// and maybe one open packet being filled), the sending role, and the
+// phase. The role moves so:
+//
+//	         take                    a Publish appends
+//	free ───────────────▶ busy ─────────────────────────▶ busyBurst
+//	  ▲                  │  ▲                                 │
+//	  └──── finished ────┘  │ the sending goroutine           │ finished
+//	                        │ takes the pile                  ▼
+//	                        └─────────────────────────── handedOff
+//
+// A Publish decides in one place (dispatchLocked): role held → mark
+// busyBurst; role free and the mode lets it → take it and send inline;
+// else hand off (wake the goroutine, or set its timer for a lingering
+// packet). While the role is handedOff no Publish sends inline, so a
+// burst stays with the goroutine that packs it. A heartbeat or end of
+// session holds the role too, and leaves a handedOff pile the goroutine's.
+//
+// The sending goroutine takes the first transition that applies, top to
+// bottom: packets to send now → send them; draining → end of session,
+// grace, exit; nothing sent for HeartbeatInterval → heartbeat; else park
+// on its wake channel and its one timer (the next heartbeat or the
+// lingering packet, whichever is first). The phase goes live → closing
+// (Close called: new calls fail, calls under way finish, a rate wait is
+// interrupted) → draining (nothing lingers; the goroutine ends the
+// session and exits).
 //
 // When nothing has been sent for HeartbeatInterval (default 1 s), the
 // sender sends a heartbeat. Close publishes what is pending, then the end
@@ -97,20 +127,20 @@
 // (BENCHMARKS.md, "Publisher sends inline"). The price: such a call takes
 // the system call's time (about 10 µs per 1472-byte packet on lo without
 // GSO, including the delivery to local subscribers) and Sinks run on the
-// publishing goroutine. Config.Background leaves every send to the sending
+// publishing goroutine. SendBackground leaves every send to the sending
 // goroutine, for callers that must never wait for the kernel and have a
 // core to spare.
 //
 // # Inline sends
 //
-// Config.Inline sends a partly filled packet on the caller's goroutine
-// too: a lone message leaves at once without a goroutine wake-up. Measured
+// SendInline sends a partly filled packet on the caller's goroutine too: a
+// lone message leaves at once without a goroutine wake-up. Measured
 // on the lab's loopback, one 64-byte message every 50 µs, from Publish
 // until a receiver on the host has it (BenchmarkLatency, 2 shared vCPUs,
 // noisy):
 //
 //	bare sendmmsg      10-27 µs
-//	Inline             11-17 µs
+//	SendInline         11-17 µs
 //	sending goroutine  23-58 µs
 //
 // A burst is decided by what happened, not by the clock: messages that
@@ -126,8 +156,8 @@
 // what a round trip leaves between sends. Any rule by time confuses a
 // fast closed loop with a tight loop.) The price: a single goroutine
 // publishing in a tight loop never publishes during its own send, so with
-// Inline it sends one packet per Publish, as a plain UDP socket would;
-// PublishBatch packs, and so does a Publication without Inline.
+// SendInline it sends one packet per Publish, as a plain UDP socket
+// would; PublishBatch packs, and so does SendAuto.
 //
 // # Linger
 //
@@ -136,9 +166,9 @@
 // sends many small packets, and each costs the kernel and every subscriber
 // about as much as a full one. With Config.Linger, a partly filled packet
 // stays open until it fills or its first message has waited Linger; full
-// packets, Flush and Close never wait. One timer per open packet, armed by
-// whoever leaves the packet open (the publisher, without waking the
-// sending goroutine), which wakes the sending goroutine only if it fires.
+// packets, Flush and Close never wait. The sending goroutine's timer is
+// set for the open packet by whoever leaves it open (the publisher, without
+// waking the sending goroutine), and wakes the goroutine only if it fires.
 // Fuller packets mean fewer of them for every subscriber to receive, which
 // is what keeps a subscriber near its limit free of kernel drops (figures
 // in BENCHMARKS.md, "Figures behind the package docs").
@@ -179,10 +209,13 @@
 //
 // # Rate limit
 //
-// RateMessages and RateBytes are token buckets on the monotonic clock,
-// holding 10 ms of rate (at least one message). Publish sleeps until the
-// message fits (a rate-limited PublishBatch paces message by message), so
-// packets leave paced, not in bursts. Close interrupts the sleep.
+// RateMessages and RateBytes are token buckets on the monotonic clock
+// (internal/ratelimit), holding 10 ms of rate (at least one message).
+// Publish and PublishBatch share one rate path: each message waits until
+// it fits (a rate-limited PublishBatch paces message by message), so
+// packets leave paced, not in bursts; a message that opens a packet also
+// pays its header, after the fact, as a debt the next message waits for.
+// Close interrupts the wait.
 //
 // # Errors
 //

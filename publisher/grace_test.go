@@ -3,6 +3,7 @@ package publisher_test
 import (
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -15,7 +16,8 @@ import (
 // TestCloseGrace: after the end of session Close goes on repeating it for
 // Grace, so a subscriber that lost the tail finds out and has time to ask,
 // and returns only then; with Sinks the grace is on by default; a
-// negative Grace skips it.
+// negative Grace skips it. On virtual time (bubble_test.go) the ends are
+// counted exactly.
 func TestCloseGrace(t *testing.T) {
 	netlab.Require(t)
 	for i, tc := range []struct {
@@ -31,37 +33,35 @@ func TestCloseGrace(t *testing.T) {
 		{"none-without-sinks", publisher.Config{}, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.30"), uint16(31300+i))
-			rx := listen(t, group, "lo")
-			cfg := tc.cfg
-			cfg.Group = group
-			p, err := publisher.New(cfg)
-			require.NoError(t, err)
-			_, err = p.Publish([]byte("last"))
-			require.NoError(t, err)
-			t0 := time.Now()
-			require.NoError(t, p.Close())
-			took := time.Since(t0)
-			require.GreaterOrEqual(t, took, tc.minClose)
-			if tc.minClose == 0 {
-				require.Less(t, took, 500*time.Millisecond, "no grace")
-			}
-			ends := 0
-			for {
-				pk, ok := rx.read(100 * time.Millisecond)
-				if !ok {
-					break
+			synctest.Test(t, func(t *testing.T) {
+				cfg := tc.cfg
+				cfg.Group = netip.AddrPortFrom(netip.MustParseAddr("239.10.0.30"), uint16(31300+i))
+				p, cc := openCaptured(t, cfg)
+				_, err := p.Publish([]byte("last"))
+				require.NoError(t, err)
+				t0 := time.Now()
+				require.NoError(t, p.Close())
+				took := time.Since(t0)
+				require.GreaterOrEqual(t, took, tc.minClose)
+				if tc.minClose == 0 {
+					require.Less(t, took, 500*time.Millisecond, "no grace")
 				}
-				if pk.IsEndOfSession() {
-					ends++
-					require.Equal(t, wire.Seq(2), pk.Seq, "every end of session says where the session ends")
+				ends := 0
+				var last time.Time
+				for _, pk := range cc.sent() {
+					if pk.IsEndOfSession() {
+						ends++
+						require.Equal(t, wire.Seq(2), pk.Seq, "every end of session says where the session ends")
+						last = pk.at
+					}
 				}
-			}
-			require.GreaterOrEqual(t, ends, tc.minEnds)
-			require.EqualValues(t, ends, p.Stats().EndOfSession)
-			if tc.minEnds == 1 {
-				require.Equal(t, 1, ends)
-			}
+				require.GreaterOrEqual(t, ends, tc.minEnds)
+				require.EqualValues(t, ends, p.Stats().EndOfSession)
+				if tc.minEnds == 1 {
+					require.Equal(t, 1, ends)
+				}
+				require.Less(t, last.Sub(t0), max(tc.minClose, time.Nanosecond), "no end of session after the grace")
+			})
 		})
 	}
 }

@@ -100,11 +100,8 @@ func endToEnd(t *testing.T, group netip.AddrPort, ifname string, size func(wire.
 		require.NoError(t, p.Flush(t.Context()))
 		// Wait for the subscriber, so a plain receiving socket (it pays
 		// per datagram) never overflows behind a GSO sender.
-		deadline := time.Now().Add(10 * time.Second)
-		for received.Load() < uint64(seq-1) {
-			require.True(t, time.Now().Before(deadline), "subscriber has %d of %d messages", received.Load(), seq-1)
-			time.Sleep(200 * time.Microsecond)
-		}
+		require.Eventually(t, func() bool { return received.Load() >= uint64(seq-1) }, 10*time.Second, 200*time.Microsecond,
+			"the subscriber did not get all %d messages", seq-1)
 	}
 	mu.Lock()
 	require.Empty(t, failure)

@@ -12,19 +12,21 @@ import (
 
 	"github.com/mdbus/mdbus/internal/labtest"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { labtest.Main(m) }
 
-// modes runs the data-path tests with the sending goroutine and inline.
+// modes runs the data-path tests with the sending goroutine (SendAuto:
+// a lone message's partial packet goes to the goroutine) and inline.
 var modes = []struct {
-	name   string
-	inline bool
+	name string
+	send publisher.SendMode
 }{
-	{"goroutine", false},
-	{"inline", true},
+	{"goroutine", publisher.SendAuto},
+	{"inline", publisher.SendInline},
 }
 
 // packet is a received, parsed datagram with its messages copied.
@@ -192,7 +194,8 @@ func (s *recordingSink) packets() [][]byte {
 var errInjected = errors.New("injected send failure")
 
 // faultyConn wraps a PacketConn: it can refuse the packet at a given index
-// of the next WriteBatch, delay every WriteBatch, or hold it at a gate.
+// of the next WriteBatch, delay every WriteBatch (use it in a synctest
+// bubble, where the delay is virtual time), or hold it at a gate.
 type faultyConn struct {
 	sock.PacketConn
 	failAt atomic.Int32 // refuse b.Msgs[failAt-1] of the next WriteBatch; 0 = off

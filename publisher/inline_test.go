@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
@@ -18,8 +19,9 @@ import (
 // TestFullPacketsSentByCaller: a PublishBatch that fills whole packets
 // while nothing is being sent sends them before it returns, on the
 // caller's goroutine, also when there are more than BatchPackets of them;
-// with Linger only the partly filled last packet waits; Background leaves
-// everything to the sending goroutine.
+// with Linger only the partly filled last packet waits; SendBackground
+// leaves everything to the sending goroutine. On virtual time
+// (bubble_test.go), so "does not linger" is exact.
 func TestFullPacketsSentByCaller(t *testing.T) {
 	netlab.Require(t)
 	const size, batchPackets = 50, 4
@@ -35,48 +37,47 @@ func TestFullPacketsSentByCaller(t *testing.T) {
 	}{
 		{"default", publisher.Config{}, full + 1, 3},                       // 4+4+3: the partial one joins the last round
 		{"linger", publisher.Config{Linger: publisher.MaxLinger}, full, 3}, // 4+4+2: the partial one lingers
-		{"background", publisher.Config{Background: true}, 0, 0},
+		{"background", publisher.Config{Send: publisher.SendBackground}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.50"), uint16(31500+i))
-			rx := listen(t, group, "lo")
-			cfg := tc.cfg
-			cfg.Group, cfg.BatchPackets, cfg.HeartbeatInterval = group, batchPackets, -1
-			p := open(t, cfg)
-			batch := make([][]byte, n)
-			for k := range batch {
-				batch[k] = makeMsg(wire.Seq(k+1), 0, size)
-			}
-			start := time.Now()
-			_, err := p.PublishBatch(batch)
-			require.NoError(t, err)
-			st := p.Stats()
-			if tc.sent > 0 {
-				require.Equal(t, tc.sent, st.Packets, "sent before PublishBatch returned")
-			}
-			require.Equal(t, tc.inline, st.InlineSends)
+			synctest.Test(t, func(t *testing.T) {
+				group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.50"), uint16(31500+i))
+				cfg := tc.cfg
+				cfg.Group, cfg.BatchPackets, cfg.HeartbeatInterval = group, batchPackets, -1
+				p, cc := openCaptured(t, cfg)
+				batch := make([][]byte, n)
+				for k := range batch {
+					batch[k] = makeMsg(wire.Seq(k+1), 0, size)
+				}
+				start := time.Now()
+				_, err := p.PublishBatch(batch)
+				require.NoError(t, err)
+				st := p.Stats()
+				if tc.sent > 0 {
+					require.Equal(t, tc.sent, st.Packets, "sent before PublishBatch returned")
+				}
+				require.Equal(t, tc.inline, st.InlineSends)
 
-			got := rx.data(5*time.Second, wire.Seq(full*perPacket))
-			if tc.cfg.Linger > 0 {
-				require.Len(t, got, full)
-				require.Less(t, time.Since(start), publisher.MaxLinger/2, "full packets do not linger")
-				rx.silent(50 * time.Millisecond) // the partial one does
+				synctest.Wait()
+				got := cc.data()
+				if tc.cfg.Linger > 0 {
+					require.Len(t, got, full)
+					require.Less(t, time.Since(start), publisher.MaxLinger/2, "full packets do not linger")
+					advance(50 * time.Millisecond)
+					require.Len(t, cc.data(), full, "the partial one does")
+					require.NoError(t, p.Flush(context.Background()))
+					got = cc.data()
+				}
+				require.Equal(t, batch, checkContiguous(t, got, 1, wire.DefaultPayloadSizeIPv4))
+				require.Len(t, got, full+1)
 				require.NoError(t, p.Flush(context.Background()))
-			}
-			if got[len(got)-1].Next() <= wire.Seq(n) {
-				got = append(got, rx.data(5*time.Second, wire.Seq(n))...)
-			}
-			require.Equal(t, batch, checkContiguous(t, got, 1, wire.DefaultPayloadSizeIPv4))
-			require.Len(t, got, full+1)
-			// The sending goroutine (Background) counts a round after its
-			// send returns, which can be after the receiver has it.
-			require.NoError(t, p.Flush(context.Background()))
-			st = p.Stats()
-			require.EqualValues(t, full+1, st.Packets)
-			require.EqualValues(t, n, st.Messages)
-			if tc.cfg.Background {
-				require.Zero(t, st.InlineSends, "Background: the sending goroutine sends everything")
-			}
+				st = p.Stats()
+				require.EqualValues(t, full+1, st.Packets)
+				require.EqualValues(t, n, st.Messages)
+				if tc.cfg.Send == publisher.SendBackground {
+					require.Zero(t, st.InlineSends, "SendBackground: the sending goroutine sends everything")
+				}
+			})
 		})
 	}
 }
@@ -104,7 +105,7 @@ func TestFullPacketSentByPublish(t *testing.T) {
 	require.Equal(t, perPacket, got[0].MessageCount())
 }
 
-// TestClosedLoopSendsInline: with Inline, a publisher that sends the next
+// TestClosedLoopSendsInline: with SendInline, a publisher that sends the next
 // message only when the answer to the previous one came back (a closed
 // loop, as a ping-pong) sends every one of them inline, never through the
 // sending goroutine.
@@ -145,7 +146,7 @@ func TestClosedLoopSendsInline(t *testing.T) {
 	}()
 	defer wg.Wait()
 
-	p := open(t, publisher.Config{Group: ping, Inline: true, HeartbeatInterval: -1})
+	p := open(t, publisher.Config{Group: ping, Send: publisher.SendInline, HeartbeatInterval: -1})
 	msg := make([]byte, 64)
 	for k := range n {
 		seq, err := p.Publish(msg)

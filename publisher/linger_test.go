@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
@@ -14,7 +15,9 @@ import (
 
 // TestLingerFillsPackets publishes messages one by one, slower than the
 // sender sends: without Linger each goes out alone; with it they share
-// packets, and the partial packet still leaves after Linger.
+// packets, and the partial packet still leaves after Linger. On virtual
+// time (see bubble_test.go): it leaves exactly Linger after its first
+// message.
 func TestLingerFillsPackets(t *testing.T) {
 	netlab.Require(t)
 	for i, tc := range []struct {
@@ -22,68 +25,78 @@ func TestLingerFillsPackets(t *testing.T) {
 		linger time.Duration
 	}{{"no-linger", 0}, {"linger", 500 * time.Millisecond}} {
 		t.Run(tc.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.40"), uint16(31400+i))
-			rx := listen(t, group, "lo")
-			p := open(t, publisher.Config{Group: group, Linger: tc.linger, HeartbeatInterval: -1})
-			const n = 10
-			start := time.Now()
-			for k := range n {
-				_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, 20))
-				require.NoError(t, err)
-				time.Sleep(2 * time.Millisecond) // far longer than a send
-			}
-			pkts := rx.data(5*time.Second, n)
-			arrived := time.Since(start)
-			msgs := checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
-			require.Len(t, msgs, n)
-			if tc.linger == 0 {
-				require.Greater(t, len(pkts), n/2, "without Linger a lone message goes out at once")
-				return
-			}
-			require.Len(t, pkts, 1, "with Linger the messages share one packet")
-			require.GreaterOrEqual(t, arrived, tc.linger, "the partial packet waited for Linger")
-			require.Less(t, arrived, tc.linger+2*time.Second, "the partial packet left after Linger")
+			synctest.Test(t, func(t *testing.T) {
+				group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.40"), uint16(31400+i))
+				p, cc := openCaptured(t, publisher.Config{Group: group, Linger: tc.linger, HeartbeatInterval: -1})
+				const n = 10
+				start := time.Now()
+				for k := range n {
+					_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, 20))
+					require.NoError(t, err)
+					advance(2 * time.Millisecond) // far longer than a send
+				}
+				advance(tc.linger)
+				pkts := cc.data()
+				require.NotEmpty(t, pkts)
+				arrived := cc.sent()[len(cc.sent())-1].at.Sub(start)
+				msgs := checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
+				require.Len(t, msgs, n)
+				if tc.linger == 0 {
+					require.Greater(t, len(pkts), n/2, "without Linger a lone message goes out at once")
+					require.Len(t, pkts, n, "on virtual time every send is over before the next Publish")
+					return
+				}
+				require.Len(t, pkts, 1, "with Linger the messages share one packet")
+				require.GreaterOrEqual(t, arrived, tc.linger, "the partial packet waited for Linger")
+				require.Less(t, arrived, tc.linger+2*time.Second, "the partial packet left after Linger")
+				require.Equal(t, tc.linger, arrived, "it left when its first message had waited Linger")
+			})
 		})
 	}
 }
 
 // TestLingerFullPacketsAndFlush: full packets never wait; Flush and Close
-// send the partial one at once.
+// send the partial one at once (on virtual time: in no time at all).
 func TestLingerFullPacketsAndFlush(t *testing.T) {
 	netlab.Require(t)
-	group := netip.MustParseAddrPort("239.10.0.41:31410")
-	rx := listen(t, group, "lo")
-	p := open(t, publisher.Config{Group: group, Linger: publisher.MaxLinger, HeartbeatInterval: -1})
-	const size = 50
-	perPacket := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (size + wire.MsgLenLen)
-	n := 2*perPacket + 3
-	start := time.Now()
-	for k := range n {
-		_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, size))
+	synctest.Test(t, func(t *testing.T) {
+		group := netip.MustParseAddrPort("239.10.0.41:31410")
+		p, cc := openCaptured(t, publisher.Config{Group: group, Linger: publisher.MaxLinger, HeartbeatInterval: -1})
+		const size = 50
+		perPacket := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (size + wire.MsgLenLen)
+		n := 2*perPacket + 3
+		start := time.Now()
+		for k := range n {
+			_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, size))
+			require.NoError(t, err)
+		}
+		synctest.Wait()
+		full := cc.data()
+		require.Len(t, full, 2)
+		require.Equal(t, wire.Seq(2*perPacket+1), full[1].Next())
+		require.Less(t, time.Since(start), publisher.MaxLinger/2, "full packets do not linger")
+		advance(100 * time.Millisecond)
+		require.Len(t, cc.sent(), 2, "the partial third packet lingers")
+
+		fstart := time.Now()
+		require.NoError(t, p.Flush(context.Background()))
+		require.Less(t, time.Since(fstart), publisher.MaxLinger/2, "Flush does not wait for Linger")
+		last := cc.data()[2:]
+		require.Len(t, last, 1)
+		require.Equal(t, 3, last[0].MessageCount())
+
+		// Close sends a lingering packet at once, then the end of session.
+		_, err := p.Publish([]byte("last"))
 		require.NoError(t, err)
-	}
-	full := rx.data(5*time.Second, wire.Seq(2*perPacket))
-	require.Len(t, full, 2)
-	require.Less(t, time.Since(start), publisher.MaxLinger/2, "full packets do not linger")
-	rx.silent(100 * time.Millisecond) // the partial third packet lingers
-
-	fstart := time.Now()
-	require.NoError(t, p.Flush(context.Background()))
-	require.Less(t, time.Since(fstart), publisher.MaxLinger/2, "Flush does not wait for Linger")
-	last := rx.data(5*time.Second, wire.Seq(n))
-	require.Len(t, last, 1)
-	require.Equal(t, 3, last[0].MessageCount())
-
-	// Close sends a lingering packet at once, then the end of session.
-	_, err := p.Publish([]byte("last"))
-	require.NoError(t, err)
-	cstart := time.Now()
-	require.NoError(t, p.Close())
-	require.Less(t, time.Since(cstart), publisher.MaxLinger/2, "Close does not wait for Linger")
-	got := rx.until(5*time.Second, func(pk packet) bool { return pk.IsEndOfSession() })
-	require.GreaterOrEqual(t, len(got), 2)
-	require.Equal(t, wire.Seq(n+1), got[0].Seq)
-	require.Equal(t, [][]byte{[]byte("last")}, got[0].msgs)
+		cstart := time.Now()
+		require.NoError(t, p.Close())
+		require.Less(t, time.Since(cstart), publisher.MaxLinger/2, "Close does not wait for Linger")
+		got := cc.sent()[3:]
+		require.GreaterOrEqual(t, len(got), 2)
+		require.Equal(t, wire.Seq(n+1), got[0].Seq)
+		require.Equal(t, [][]byte{[]byte("last")}, got[0].msgs)
+		require.True(t, got[len(got)-1].IsEndOfSession())
+	})
 }
 
 // TestLingerUnderLoad: a tight publishing loop with Linger sends nothing

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -21,60 +22,33 @@ import (
 // All methods are safe for concurrent use. Publish and PublishBatch copy the
 // message bytes before they return.
 type Publication struct {
-	s      settings
-	conn   sock.PacketConn
-	raw    *sock.Conn // the socket under any Wrap, for its GSO counters
-	local  netip.AddrPort
-	q      uint64 // ring size, packets
-	log    *slog.Logger
-	inline bool
-	// inlineFull lets a publisher that sealed whole packets send them
-	// (not Config.Background).
-	inlineFull bool
+	s     settings
+	conn  sock.PacketConn
+	raw   *sock.Conn // the socket under any Wrap, for its GSO counters
+	local netip.AddrPort
+	log   *slog.Logger
 
-	// pubMu orders publishers. A Publish or PublishBatch holds it while
-	// it waits for the rate limit or a free buffer and while it appends,
-	// so a batch's sequence numbers are contiguous and tokens are taken
-	// in sequence order. Lock order: pubMu, then mu.
-	pubMu     sync.Mutex
-	limited   bool
-	rateMsgs  bucket      // guarded by pubMu
-	rateBytes bucket      // guarded by pubMu
-	rateTimer *time.Timer // guarded by pubMu
+	// turn orders publishers: a Publish or PublishBatch holds it while it
+	// waits for the rate limit or a free buffer and while it appends, so
+	// a batch's sequence numbers are contiguous and tokens are taken in
+	// sequence order. Order: turn, then mu.
+	turn turn
+	pace pacer // guarded by turn
 
-	// mu guards the ring and the sending role.
-	//
-	// Packets are numbered by uint64 counters; packet k lives in ring
-	// slot k%q. Packets [done, taken) are being sent by the holder of the
-	// sending role, [taken, sealed) are sealed and wait, and when open is
-	// set, packet sealed is being filled by enc.
+	// mu guards the ring, the sending role and the phase.
 	mu        sync.Mutex
 	space     sync.Cond // a buffer was freed; L is &mu
-	enc       wire.Encoder
-	bufs      [][]byte // ring buffers, each of capacity PayloadSize
-	pkts      [][]byte // sealed packets: pkts[k%q] is packet k
-	open      bool
-	openedAt  monotime.Time // when the open packet got its first message (with Linger)
-	armed     bool          // lingerT is set for the open packet (with Linger)
-	lingerT   *time.Timer   // fires when the open packet has lingered long enough; nil without Linger
-	sealed    uint64
-	taken     uint64
-	done      uint64
-	next      wire.Seq // sequence of the next message published
+	ring      ring
+	role      role  // who sends; see the package doc, "Send state"
+	phase     phase // live, closing, draining
+	next      wire.Seq
 	published uint64
-	// sending is the sending role: whoever set it owns batch, ctl,
-	// sentNext and packets [done, taken), and calls the Sinks.
-	sending bool
-	// burst is set when a Publish arrives while a send is in progress and
-	// cleared when the next send starts: what piled up meanwhile is the
-	// sending goroutine's, not the next caller's.
-	burst    bool
-	idle     bool // the sending goroutine waits on wake
-	blocked  bool // a publisher waits on space
-	closing  bool // Close was called: no new Publish
-	quitting bool // the sending goroutine is to drain, end the session, exit
-	err      error
-	progress chan struct{} // made by Flush, closed when done advances
+	err       error         // a send error not yet reported
+	progress  chan struct{} // made by Flush, closed when ring.done advances
+	// parked is set while the sending goroutine waits on wake or timer;
+	// timerAt is when timer fires then (never: not set).
+	parked  bool
+	timerAt monotime.Time
 
 	// Owned by the holder of the sending role.
 	batch    *sock.Batch
@@ -83,13 +57,17 @@ type Publication struct {
 
 	lastSend atomic.Int64 // monotime.Time of the last packet sent
 
-	wake      chan struct{} // capacity 1: wakes the idle sending goroutine
+	wake      chan struct{} // capacity 1: wakes the parked sending goroutine
+	timer     *time.Timer   // the sending goroutine's: heartbeat, linger, grace
 	closingCh chan struct{} // closed when Close starts: interrupts rate waits
 	exited    chan struct{} // closed when the sending goroutine returns
 	closeDone chan struct{} // closed when Close returns
 
 	st counters
 }
+
+// never is a timerAt that is not set.
+const never = monotime.Time(math.MaxInt64)
 
 // counters are the Stats, updated atomically by whoever sends.
 type counters struct {
@@ -123,8 +101,8 @@ type Stats struct {
 	RateWaitTime time.Duration
 	// InlineSends counts the WriteBatch rounds of data packets made on a
 	// publishing goroutine, inside Publish or PublishBatch (full packets,
-	// and with Config.Inline partly filled ones), instead of by the
-	// sending goroutine.
+	// and with SendInline partly filled ones), instead of by the sending
+	// goroutine.
 	InlineSends uint64
 	// GSO reports that packets go as UDP GSO trains: not disabled, the
 	// kernel offers it, and it has not fallen back. GSOTrains counts the
@@ -167,48 +145,32 @@ func New(cfg Config) (*Publication, error) {
 			return nil, fmt.Errorf("%w: Wrap returned nil", ErrConfig)
 		}
 	}
-	q := s.QueuePackets
 	p := &Publication{
-		s:          s,
-		conn:       conn,
-		raw:        c,
-		local:      c.LocalAddr(),
-		q:          uint64(q),
-		log:        s.Logger,
-		inline:     s.Inline,
-		inlineFull: !s.Background,
-		bufs:       make([][]byte, q),
-		pkts:       make([][]byte, q),
-		next:       s.FirstSeq,
-		sentNext:   s.FirstSeq,
-		batch:      sock.NewBatch(s.BatchPackets, 0),
-		ctl:        make([]byte, 0, wire.HeaderLen),
-		wake:       make(chan struct{}, 1),
-		closingCh:  make(chan struct{}),
-		exited:     make(chan struct{}),
-		closeDone:  make(chan struct{}),
+		s:         s,
+		conn:      conn,
+		raw:       c,
+		local:     c.LocalAddr(),
+		log:       s.Logger,
+		ring:      newRing(s.QueuePackets, s.PayloadSize),
+		next:      s.FirstSeq,
+		sentNext:  s.FirstSeq,
+		timerAt:   never,
+		batch:     sock.NewBatch(s.BatchPackets, 0),
+		ctl:       make([]byte, 0, wire.HeaderLen),
+		turn:      turn{wake: make(chan struct{}, 1)},
+		wake:      make(chan struct{}, 1),
+		timer:     time.NewTimer(time.Hour),
+		closingCh: make(chan struct{}),
+		exited:    make(chan struct{}),
+		closeDone: make(chan struct{}),
 	}
+	p.timer.Stop()
 	p.space.L = &p.mu
-	backing := make([]byte, q*s.PayloadSize)
-	prefault(backing)
-	for i := range p.bufs {
-		p.bufs[i] = backing[i*s.PayloadSize : i*s.PayloadSize : (i+1)*s.PayloadSize]
-	}
 	for i := range p.batch.Msgs {
 		p.batch.Msgs[i].Addr = s.group
 	}
 	now := monotime.Now()
-	if s.RateMessages > 0 || s.RateBytes > 0 {
-		p.limited = true
-		p.rateMsgs = newBucket(s.RateMessages, 1, now)
-		p.rateBytes = newBucket(s.RateBytes, float64(s.PayloadSize), now)
-		p.rateTimer = time.NewTimer(time.Hour)
-		p.rateTimer.Stop()
-	}
-	if s.Linger > 0 {
-		p.lingerT = time.NewTimer(time.Hour)
-		p.lingerT.Stop()
-	}
+	p.pace = newPacer(s.RateMessages, s.RateBytes, float64(s.PayloadSize), now)
 	p.lastSend.Store(int64(now))
 	p.log.Debug("publisher: open", "group", s.group, "interface", s.Interface, "local", p.local,
 		"session", s.session.String(), "first_seq", s.FirstSeq, "payload_size", s.PayloadSize,
@@ -217,12 +179,13 @@ func New(cfg Config) (*Publication, error) {
 	return p, nil
 }
 
-// Publish publishes a copy of msg and returns its sequence number. The
-// message goes out at once when nothing else is being sent (with Linger,
-// once its packet is full or has lingered), or with the packets that are.
-// A Publish that seals a full packet while nothing is being sent sends it
-// before it returns (see the package doc; Config.Background). Publish blocks while all QueuePackets buffers are taken
-// (backpressure) and, with a rate limit, while the rate is over.
+// Publish publishes a copy of msg and returns its sequence number. How
+// and when it leaves depends on Config.Send (see SendMode and the package
+// doc): by default the Publish that fills a packet while nothing is being
+// sent sends it before it returns, and a partly filled packet goes to the
+// sending goroutine at once (or after Config.Linger). Publish blocks while
+// all QueuePackets buffers are taken (backpressure) and, with a rate
+// limit, while the rate is over.
 //
 // On an error nothing was published. The error may be one the background
 // sender met earlier (reported once); ErrClosed after Close; one matching
@@ -232,61 +195,49 @@ func (p *Publication) Publish(msg []byte) (wire.Seq, error) {
 	if len(msg) > p.s.maxMsg {
 		return wire.InvalidSeq, p.tooLarge(len(msg), -1)
 	}
-	p.pubMu.Lock()
-	if p.limited {
-		if err := p.rateWait(len(msg)); err != nil {
-			p.pubMu.Unlock()
-			return wire.InvalidSeq, err
-		}
-	}
-	p.mu.Lock()
-	if err := p.checkLocked(); err != nil {
-		p.mu.Unlock()
-		p.pubMu.Unlock()
-		return wire.InvalidSeq, err
-	}
-	seq, newPkt := p.appendLocked(msg)
-	p.published++
-	first, n, inline := p.dispatchLocked()
-	p.mu.Unlock()
-	if newPkt && p.limited {
-		p.rateBytes.take(wire.HeaderLen)
-	}
-	p.pubMu.Unlock()
-	if inline {
-		p.sendInline(first, n)
-	}
-	return seq, nil
+	one := [1][]byte{msg}
+	seq, _, err := p.publish(one[:])
+	return seq, err
 }
 
 // PublishBatch publishes copies of msgs with contiguous sequence numbers
 // and returns the first (wire.InvalidSeq for an empty batch). The full
 // packets it fills are sent before it returns when nothing else is being
-// sent, as with Publish. It checks
-// every message's size before it publishes any: one that cannot fit fails
-// the whole batch. Without a rate limit the batch is appended at once; with
-// one it is paced message by message, and if Close interrupts it, the error
-// (matching ErrClosed) says how many of its messages were published.
+// sent, as with Publish. It checks every message's size before it
+// publishes any: one that cannot fit fails the whole batch. Without a rate
+// limit the batch is appended at once; with one it is paced message by
+// message, and if Close interrupts it, the error (matching ErrClosed) says
+// how many of its messages were published.
 func (p *Publication) PublishBatch(msgs [][]byte) (wire.Seq, error) {
 	for i, m := range msgs {
 		if len(m) > p.s.maxMsg {
 			return wire.InvalidSeq, p.tooLarge(len(m), i)
 		}
 	}
-	p.pubMu.Lock()
+	first, n, err := p.publish(msgs)
+	if err != nil && n >= 0 {
+		err = fmt.Errorf("%w: %d of the batch's %d messages were published", err, n, len(msgs))
+	}
+	return first, err
+}
+
+// publish is the one path of Publish and PublishBatch: it appends msgs
+// (each known to fit a packet) with contiguous sequences and gets them
+// sent. Without a rate limit it appends them all at once; with one it
+// paces them message by message (pacer.wait), sending each as it goes.
+// It returns the first sequence and, when the rate wait was interrupted,
+// how many were published (else -1).
+func (p *Publication) publish(msgs [][]byte) (first wire.Seq, published int, err error) {
+	if !p.turn.take(p.closingCh) {
+		return wire.InvalidSeq, -1, ErrClosed
+	}
 	p.mu.Lock()
-	if err := p.checkLocked(); err != nil {
+	if err := p.checkLocked(); err != nil || len(msgs) == 0 {
 		p.mu.Unlock()
-		p.pubMu.Unlock()
-		return wire.InvalidSeq, err
+		p.turn.give()
+		return wire.InvalidSeq, -1, err
 	}
-	if len(msgs) == 0 {
-		p.mu.Unlock()
-		p.pubMu.Unlock()
-		return wire.InvalidSeq, nil
-	}
-	if !p.limited {
-		var first wire.Seq
+	if !p.pace.on() {
 		for i, m := range msgs {
 			seq, _ := p.appendLocked(m)
 			if i == 0 {
@@ -296,35 +247,37 @@ func (p *Publication) PublishBatch(msgs [][]byte) (wire.Seq, error) {
 		p.published += uint64(len(msgs))
 		k, n, inline := p.dispatchLocked()
 		p.mu.Unlock()
-		p.pubMu.Unlock() // the next publisher appends while this one sends
+		p.turn.give() // the next publisher appends while this one sends
 		if inline {
 			p.sendInline(k, n)
 		}
-		return first, nil
+		return first, -1, nil
 	}
 	p.mu.Unlock()
-	defer p.pubMu.Unlock()
-	var first wire.Seq
 	for i, m := range msgs {
-		if err := p.rateWait(len(m)); err != nil {
-			return first, fmt.Errorf("%w: %d of the batch's %d messages were published", err, i, len(msgs))
+		if err := p.pace.wait(len(m), p.closingCh, &p.st); err != nil {
+			p.turn.give()
+			return first, i, err
 		}
 		p.mu.Lock()
-		seq, newPkt := p.appendLocked(m)
+		seq, opened := p.appendLocked(m)
 		p.published++
 		k, n, inline := p.dispatchLocked()
 		p.mu.Unlock()
-		if newPkt {
-			p.rateBytes.take(wire.HeaderLen)
+		if opened {
+			p.pace.opened()
 		}
 		if i == 0 {
 			first = seq
 		}
+		if i == len(msgs)-1 {
+			p.turn.give()
+		}
 		if inline {
 			p.sendInline(k, n)
 		}
 	}
-	return first, nil
+	return first, -1, nil
 }
 
 // Flush returns once every message published before the call has been
@@ -332,24 +285,24 @@ func (p *Publication) PublishBatch(msgs [][]byte) (wire.Seq, error) {
 // background sender met (reported once), or ErrClosed after Close.
 func (p *Publication) Flush(ctx context.Context) error {
 	p.mu.Lock()
-	if p.closing {
+	if p.phase != live {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	if p.open {
-		p.sealLocked() // send it now even with Linger
+	if p.ring.open {
+		p.ring.seal() // send it now even with Linger
 	}
-	target := p.sealed
+	target := p.ring.sealed
 	for {
 		if err := p.checkLocked(); err != nil && !errors.Is(err, ErrClosed) {
 			p.mu.Unlock()
 			return err
 		}
-		if p.done >= target {
+		if p.ring.done >= target {
 			p.mu.Unlock()
 			return nil
 		}
-		if !p.sending {
+		if !p.role.held() {
 			p.kickLocked()
 		}
 		if p.progress == nil {
@@ -375,27 +328,25 @@ func (p *Publication) Flush(ctx context.Context) error {
 // ErrClosed.
 func (p *Publication) Close() error {
 	p.mu.Lock()
-	if p.closing {
+	if p.phase != live {
 		p.mu.Unlock()
 		<-p.closeDone
 		return ErrClosed
 	}
-	p.closing = true
+	p.phase = closing
 	close(p.closingCh)
 	p.mu.Unlock()
 
-	p.pubMu.Lock() // wait for a Publish in progress
+	p.turn.take(nil) // wait for a Publish in progress
 	p.mu.Lock()
-	p.quitting = true
+	p.phase = draining
 	p.kickLocked()
 	p.mu.Unlock()
-	p.pubMu.Unlock()
+	p.turn.give()
 
 	<-p.exited
 	cerr := p.conn.Close()
-	if p.rateTimer != nil {
-		p.rateTimer.Stop()
-	}
+	p.pace.stop()
 	p.mu.Lock()
 	err := p.err
 	p.err = nil
@@ -472,7 +423,7 @@ func (p *Publication) tooLarge(n, index int) error {
 // checkLocked returns ErrClosed once Close has started, else the latched
 // send error (clearing it), else nil.
 func (p *Publication) checkLocked() error {
-	if p.closing {
+	if p.phase != live {
 		return ErrClosed
 	}
 	if err := p.err; err != nil {
@@ -482,98 +433,61 @@ func (p *Publication) checkLocked() error {
 	return nil
 }
 
-// rateWait sleeps until a message of n bytes is within the rate limit and
-// takes its tokens. Called with pubMu held.
-func (p *Publication) rateWait(n int) error {
-	cost := float64(n + wire.MsgLenLen)
-	for {
-		now := monotime.Now()
-		p.rateMsgs.refill(now)
-		p.rateBytes.refill(now)
-		d := max(p.rateMsgs.wait(1), p.rateBytes.wait(cost))
-		if d == 0 {
-			p.rateMsgs.take(1)
-			p.rateBytes.take(cost)
-			return nil
-		}
-		p.st.rateWaits.Add(1)
-		p.rateTimer.Reset(d)
-		select {
-		case <-p.rateTimer.C:
-		case <-p.closingCh:
-			p.rateTimer.Stop()
-			return ErrClosed
-		}
-		p.st.rateWaitNano.Add(uint64(monotime.Since(now)))
-	}
-}
-
 // appendLocked adds msg (which fits in an empty packet) to the open packet,
 // sealing it and opening the next when it is full, and waiting for a free
-// buffer when all are taken. newPkt reports that msg opened a packet.
-func (p *Publication) appendLocked(msg []byte) (seq wire.Seq, newPkt bool) {
+// buffer when all are taken. opened reports that msg opened a packet.
+func (p *Publication) appendLocked(msg []byte) (seq wire.Seq, opened bool) {
+	r := &p.ring
 	for {
-		if p.open {
-			if p.enc.Fits(len(msg)) {
+		if r.open {
+			if r.enc.Fits(len(msg)) {
 				break
 			}
-			p.sealLocked()
+			r.seal()
 		}
-		if p.sealed-p.done < p.q {
-			p.enc.Reset(p.bufs[p.sealed%p.q][:0], p.s.session, p.next, p.s.PayloadSize)
-			p.open = true
-			newPkt = true
-			if p.s.Linger > 0 {
-				p.openedAt = monotime.Now()
-			}
+		if r.free() {
+			r.openPacket(p.s.session, p.next, p.s.PayloadSize, p.s.Linger > 0)
+			opened = true
 			break
 		}
 		p.st.queueFull.Add(1)
-		if !p.sending {
+		if !p.role.held() {
 			p.kickLocked()
 		}
-		p.blocked = true
 		p.space.Wait()
 	}
-	if err := p.enc.Add(msg); err != nil {
+	if err := r.enc.Add(msg); err != nil {
 		panic("publisher: message does not fit after Fits: " + err.Error()) // our invariant
 	}
 	seq = p.next
 	p.next++
-	if !p.enc.Fits(0) {
-		p.sealLocked() // full: it need not wait for the next message to find out
+	if !r.enc.Fits(0) {
+		r.seal() // full: it need not wait for the next message to find out
 	}
-	return seq, newPkt
-}
-
-func (p *Publication) sealLocked() {
-	p.pkts[p.sealed%p.q] = p.enc.Bytes()
-	p.sealed++
-	p.open = false
-	p.armed = false
+	return seq, opened
 }
 
 // lingerLocked returns how much longer the open packet may wait for more
 // messages: 0 when it is to be sent now (no Linger, or it waited long
-// enough, or the publication is closing).
+// enough, or the publication is draining).
 func (p *Publication) lingerLocked() time.Duration {
-	if p.s.Linger == 0 || !p.open || p.quitting {
+	if p.s.Linger == 0 || !p.ring.open || p.phase == draining {
 		return 0
 	}
-	return max(0, p.s.Linger-monotime.Since(p.openedAt))
+	return max(0, p.s.Linger-monotime.Since(p.ring.openedAt))
 }
 
 // sendableLocked reports whether there is a packet to send now: a sealed
 // one, or the open one unless it may still linger.
 func (p *Publication) sendableLocked() bool {
-	return p.taken < p.sealed || (p.open && p.lingerLocked() == 0)
+	return p.ring.waiting() > 0 || (p.ring.open && p.lingerLocked() == 0)
 }
 
-// kickLocked wakes the sending goroutine if it is idle. It never blocks
+// kickLocked wakes the sending goroutine if it is parked. It never blocks
 // and does not allocate.
 func (p *Publication) kickLocked() {
-	if p.idle {
-		p.idle = false
+	if p.parked {
+		p.parked = false
 		select {
 		case p.wake <- struct{}{}:
 		default:
@@ -581,83 +495,78 @@ func (p *Publication) kickLocked() {
 	}
 }
 
-// armLocked makes sure the open packet leaves when it has lingered long
-// enough: it sets the linger timer (which wakes the sending goroutine when
-// it fires) unless it is set for this packet already, or wakes the sending
-// goroutine at once when the packet is due. Any goroutine holding mu may
-// call it: a publisher arms the timer itself instead of waking the sending
-// goroutine to do it. Called only with Linger, with an open packet.
-func (p *Publication) armLocked() {
-	w := p.lingerLocked()
-	switch {
-	case w == 0:
-		p.kickLocked()
-	case !p.armed:
-		p.armed = true
-		p.lingerT.Reset(w)
-	}
-}
-
-// dispatchLocked gets freshly appended packets sent. When nothing is being
-// sent and no burst is under way (no Publish came during the last send),
-// the caller takes the sending role (inline is then true and the caller
-// must call sendInline) if it sealed whole packets, or always with
-// Config.Inline. Otherwise a lingering open packet gets its timer, and
-// anything else wakes the sending goroutine.
+// dispatchLocked gets freshly appended packets sent: the Send state
+// machine's one decision on the publishing side (package doc, "Send
+// state"). While the role is held, the caller only marks the burst (the
+// holder looks for more work before it lets go). When it is free, the
+// caller takes it (inline is then true and the caller must call
+// sendInline) with SendInline, or with SendAuto when it sealed whole
+// packets. Otherwise what is pending is handed to the sending goroutine.
 func (p *Publication) dispatchLocked() (first, n uint64, inline bool) {
-	if p.sending {
-		p.burst = true
-		return 0, 0, false // the holder looks for more work before it lets go
-	}
-	if !p.burst && (p.inline || p.inlineFull && p.taken < p.sealed) {
-		first, n = p.takeLocked()
-		return first, n, true
+	switch p.role {
+	case busy, busyBurst:
+		p.role = busyBurst
+		return 0, 0, false
+	case free:
+		if p.s.Send == SendInline || p.s.Send == SendAuto && p.ring.waiting() > 0 {
+			first, n = p.takeLocked()
+			return first, n, true
+		}
 	}
 	p.handOffLocked()
 	return 0, 0, false
 }
 
 // handOffLocked leaves what is pending to the sending goroutine: it wakes
-// the goroutine for packets to send now, and arms the linger timer for an
-// open packet that may wait. Called without the sending role.
+// the goroutine for packets to send now, and for an open packet that may
+// linger it makes sure the goroutine's timer fires when the packet is due
+// (setting it from here, without waking the goroutine). Called without
+// the sending role.
 func (p *Publication) handOffLocked() {
+	r := &p.ring
 	switch {
-	case p.quitting || p.taken < p.sealed:
+	case p.phase == draining || r.waiting() > 0:
 		p.kickLocked()
-	case p.open && p.s.Linger > 0:
-		p.armLocked()
-	case p.open:
+	case r.open && p.s.Linger > 0:
+		w := p.lingerLocked()
+		if w == 0 {
+			p.kickLocked()
+			return
+		}
+		// A running goroutine sets its timer for the packet before it
+		// parks; a parked one is woken by the timer.
+		if due := r.openedAt.Add(p.s.Linger); p.parked && due < p.timerAt {
+			p.timerAt = due
+			p.timer.Reset(w)
+		}
+	case r.open:
 		p.kickLocked()
 	}
 }
 
 // takeLocked takes the sending role and up to BatchPackets packets, sealing
-// the open one if there is room for it in the batch.
+// the open one if there is room for it in the batch and it need not
+// linger.
 func (p *Publication) takeLocked() (first, n uint64) {
+	r := &p.ring
 	limit := uint64(len(p.batch.Msgs))
-	if p.open && p.sealed-p.taken < limit && p.lingerLocked() == 0 {
-		p.sealLocked()
+	if r.open && r.waiting() < limit && p.lingerLocked() == 0 {
+		r.seal()
 	}
-	first = p.taken
-	n = min(p.sealed-p.taken, limit)
-	p.taken += n
-	p.sending = true
-	p.burst = false
+	first, n = r.take(limit)
+	p.role = busy // what piled up before is the taker's now
 	return first, n
 }
 
-// finishLocked gives back the sending role after packets [done, done+n)
+// finishLocked gives back the sending role after packets [first, first+n)
 // were sent, bad of them refused, freeing their buffers. The caller then
 // decides who sends what is pending.
 func (p *Publication) finishLocked(n, bad uint64, err error) {
-	p.done += n
-	p.sending = false
+	p.ring.done += n
+	p.role = p.role.finished()
 	p.latchLocked(err)
 	p.st.sendErrors.Add(bad) // after the latch: a reader that sees it sees the error
-	if p.blocked {
-		p.blocked = false
-		p.space.Broadcast()
-	}
+	p.space.Broadcast()      // cheap without waiters
 	if p.progress != nil {
 		close(p.progress)
 		p.progress = nil
@@ -674,13 +583,6 @@ func (p *Publication) latchLocked(err error) {
 	}
 }
 
-func (p *Publication) latchControlLocked(err error) {
-	if err != nil {
-		p.latchLocked(err)
-		p.st.sendErrors.Add(1)
-	}
-}
-
 // sendInline sends packets [first, first+n), taken by dispatchLocked, on
 // the publishing goroutine, and goes on with the publisher's own further
 // full packets (a PublishBatch longer than BatchPackets) unless another
@@ -691,7 +593,7 @@ func (p *Publication) sendInline(first, n uint64) {
 		bad, err := p.sendData(first, n)
 		p.mu.Lock()
 		p.finishLocked(n, bad, err)
-		if p.burst || p.quitting || p.taken == p.sealed {
+		if p.role != free || p.phase == draining || p.ring.waiting() == 0 {
 			break
 		}
 		first, n = p.takeLocked()
@@ -712,7 +614,7 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 	}
 	b := p.batch
 	for i := range n {
-		b.Msgs[i].Buf = p.pkts[(first+i)%p.q]
+		b.Msgs[i].Buf = p.ring.pkts[(first+i)%p.ring.q]
 	}
 	// Offer the packets to the sinks before sending them: a subscriber
 	// can ask for a lost packet as soon as it sees the next one, and the
@@ -720,7 +622,7 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 	var msgs, size uint64
 	var next wire.Seq
 	for i := range n {
-		pkt := p.pkts[(first+i)%p.q]
+		pkt := p.ring.pkts[(first+i)%p.ring.q]
 		h, _ := wire.ParseHeader(pkt)
 		msgs += uint64(h.MessageCount())
 		size += uint64(len(pkt))
@@ -762,10 +664,11 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 }
 
 // controlLocked takes the sending role and sends a heartbeat or end of
-// session built by appendPkt, counting it in sent. Called with p.mu held;
-// returns with it held.
+// session built by appendPkt, counting it in sent. Called with p.mu held,
+// by the sending goroutine, while the role is not held; returns with it
+// held.
 func (p *Publication) controlLocked(appendPkt func([]byte, wire.Session, wire.Seq) []byte, sent *atomic.Uint64) {
-	p.sending = true
+	p.role = p.role.control()
 	p.mu.Unlock()
 	p.ctl = appendPkt(p.ctl[:0], p.s.session, p.sentNext)
 	err := p.sendControl(p.ctl)
@@ -773,8 +676,11 @@ func (p *Publication) controlLocked(appendPkt func([]byte, wire.Session, wire.Se
 		sent.Add(1)
 	}
 	p.mu.Lock()
-	p.sending = false
-	p.latchControlLocked(err)
+	p.role = p.role.finished()
+	if err != nil {
+		p.latchLocked(err)
+		p.st.sendErrors.Add(1)
+	}
 }
 
 // sendControl sends one heartbeat or end-of-session packet. Called by the
@@ -794,66 +700,78 @@ func (p *Publication) sendControl(pkt []byte) error {
 	return nil
 }
 
-// run is the sending goroutine: it sends what publishers leave pending
-// (bursts that pile up while a send is in progress, packets that lingered,
-// and with Background everything), heartbeats when idle, and the end of
-// session when Close asks it to quit.
+// run is the sending goroutine. Each pass of its loop takes the first
+// transition that applies, in this order (package doc, "Send state"):
+//
+//  1. packets to send now, and the role free: send them;
+//  2. draining, and the role free: send the end of session, repeat it over
+//     the grace, exit;
+//  3. nothing sent for HeartbeatInterval, and the role free: heartbeat;
+//  4. else park until woken (wake) or until the timer fires for the next
+//     heartbeat or the lingering packet.
 func (p *Publication) run() {
 	defer close(p.exited)
-	hb := p.s.HeartbeatInterval
-	var timer *time.Timer
-	if hb > 0 {
-		timer = time.NewTimer(time.Hour)
-		timer.Stop()
-		defer timer.Stop()
-	}
-	var lingered <-chan time.Time
-	if p.lingerT != nil {
-		lingered = p.lingerT.C
-		defer p.lingerT.Stop()
-	}
+	defer p.timer.Stop()
 	p.mu.Lock()
 	for {
-		p.idle = false
-		if !p.sending && p.sendableLocked() {
+		switch {
+		case !p.role.held() && p.sendableLocked():
 			first, n := p.takeLocked()
 			p.mu.Unlock()
 			bad, err := p.sendData(first, n)
 			p.mu.Lock()
 			p.finishLocked(n, bad, err)
-			continue
-		}
-		if p.quitting && !p.sending {
+		case p.phase == draining && !p.role.held():
 			p.controlLocked(wire.AppendEndOfSession, &p.st.endOfSession)
 			p.mu.Unlock()
 			p.grace()
 			return
+		case p.heartbeatDueLocked():
+			p.controlLocked(wire.AppendHeartbeat, &p.st.heartbeats)
+		default:
+			p.parkLocked()
 		}
-		var tick <-chan time.Time
-		if hb > 0 && !p.quitting {
-			d := hb - monotime.Since(monotime.Time(p.lastSend.Load()))
-			if d <= 0 && !p.sending {
-				p.controlLocked(wire.AppendHeartbeat, &p.st.heartbeats)
-				continue
-			}
-			if d <= 0 { // another goroutine is sending: look again later
-				d = hb
-			}
-			timer.Reset(d)
-			tick = timer.C
-		}
-		if p.open && !p.sending && p.s.Linger > 0 {
-			p.armLocked() // not due, or it would have been sent above
-		}
-		p.idle = true
-		p.mu.Unlock()
-		select {
-		case <-p.wake:
-		case <-tick:
-		case <-lingered:
-		}
-		p.mu.Lock()
 	}
+}
+
+// heartbeatDueLocked reports that nothing has been sent for
+// HeartbeatInterval, the session is not draining, and the role is free.
+func (p *Publication) heartbeatDueLocked() bool {
+	hb := p.s.HeartbeatInterval
+	return hb > 0 && p.phase != draining && !p.role.held() &&
+		monotime.Since(monotime.Time(p.lastSend.Load())) >= hb
+}
+
+// parkLocked sets the timer for the next heartbeat and the lingering
+// packet, whichever is first, and waits for it or for wake. Called and
+// returns with p.mu held.
+func (p *Publication) parkLocked() {
+	now := monotime.Now()
+	due := never
+	if hb := p.s.HeartbeatInterval; hb > 0 && p.phase != draining {
+		due = monotime.Time(p.lastSend.Load()).Add(hb)
+		if due <= now { // another goroutine holds the role: look again later
+			due = now.Add(hb)
+		}
+	}
+	if p.ring.open && !p.role.held() && p.s.Linger > 0 {
+		due = min(due, p.ring.openedAt.Add(p.s.Linger))
+	}
+	if due != never {
+		p.timer.Reset(max(due.Sub(now), 0))
+	} else {
+		p.timer.Stop()
+	}
+	p.timerAt = due
+	p.parked = true
+	p.mu.Unlock()
+	select {
+	case <-p.wake:
+	case <-p.timer.C:
+	}
+	p.mu.Lock()
+	p.parked = false
+	p.timerAt = never
 }
 
 // grace repeats the end of session every endEvery until Grace has passed
@@ -863,19 +781,18 @@ func (p *Publication) grace() {
 	if p.s.Grace <= 0 {
 		return
 	}
-	end := time.Now().Add(p.s.Grace)
-	t := time.NewTimer(min(p.s.endEvery, p.s.Grace))
-	defer t.Stop()
+	end := monotime.Now().Add(p.s.Grace)
+	p.timer.Reset(min(p.s.endEvery, p.s.Grace))
 	for {
-		<-t.C
-		left := time.Until(end)
+		<-p.timer.C
+		left := end.Sub(monotime.Now())
 		if left <= 0 {
 			return
 		}
 		p.mu.Lock()
 		p.controlLocked(wire.AppendEndOfSession, &p.st.endOfSession)
 		p.mu.Unlock()
-		t.Reset(min(p.s.endEvery, left))
+		p.timer.Reset(min(p.s.endEvery, left))
 	}
 }
 

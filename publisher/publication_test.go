@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
@@ -18,6 +19,14 @@ import (
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
+
+// sendMode is SendInline when inline is set, else SendAuto.
+func sendMode(inline bool) publisher.SendMode {
+	if inline {
+		return publisher.SendInline
+	}
+	return publisher.SendAuto
+}
 
 // open starts a publication and closes it at the end of the test.
 func open(t testing.TB, cfg publisher.Config) *publisher.Publication {
@@ -34,7 +43,7 @@ func TestSequencesContiguous(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.1"), uint16(31000+i))
 			rx := listen(t, group, "lo")
-			p := open(t, publisher.Config{Group: group, Inline: mode.inline, Session: "SEQTEST"})
+			p := open(t, publisher.Config{Group: group, Send: mode.send, Session: "SEQTEST"})
 			require.Equal(t, wire.Seq(1), p.NextSeq())
 
 			const total, window = 20000, 500
@@ -78,7 +87,7 @@ func TestPacksFullPackets(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.2"), uint16(31010+i))
 			rx := listen(t, group, "lo")
-			p := open(t, publisher.Config{Group: group, Inline: mode.inline})
+			p := open(t, publisher.Config{Group: group, Send: mode.send})
 			const n, size = 1000, 50
 			batch := make([][]byte, n)
 			for i := range batch {
@@ -108,7 +117,7 @@ func TestPacksFullPackets(t *testing.T) {
 func TestPacksUnderLoad(t *testing.T) {
 	netlab.Require(t)
 	for i, mode := range modes {
-		t.Run(mode.name, func(t *testing.T) { packsUnderLoad(t, uint16(31020+i), mode.inline) })
+		t.Run(mode.name, func(t *testing.T) { packsUnderLoad(t, uint16(31020+i), mode.send == publisher.SendInline) })
 	}
 }
 
@@ -131,7 +140,7 @@ func publishTight(t *testing.T, rx *receiver, p *publisher.Publication, n, size 
 func packsUnderLoad(t *testing.T, port uint16, inline bool) {
 	group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.3"), port)
 	rx := listen(t, group, "lo")
-	p := open(t, publisher.Config{Group: group, Inline: inline})
+	p := open(t, publisher.Config{Group: group, Send: sendMode(inline)})
 	const n = 5000
 	publishTight(t, rx, p, n, 40)
 	st := p.Stats()
@@ -149,32 +158,38 @@ func packsUnderLoad(t *testing.T, port uint16, inline bool) {
 	require.Less(t, st.Packets*2, uint64(n), "at a high rate packets carry many messages")
 }
 
+// TestPromptSingleMessage: a lone message goes out at once, with no timer
+// or flush interval in its way. On virtual time (bubble_test.go) "at once"
+// is exact: the packet is handed to the kernel at the instant of Publish,
+// so what a loaded machine does to wall time cannot fail the test, and a
+// timer of any length on the path would.
 func TestPromptSingleMessage(t *testing.T) {
 	netlab.Require(t)
 	for i, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.4"), uint16(31030+i))
-			rx := listen(t, group, "lo")
-			p := open(t, publisher.Config{Group: group, Inline: mode.inline})
-			var worst time.Duration
-			lat := make([]time.Duration, 0, 20)
-			for range 20 {
-				time.Sleep(2 * time.Millisecond)
-				start := time.Now()
-				seq, err := p.Publish([]byte("hello"))
-				require.NoError(t, err)
-				pkts := rx.data(5*time.Second, seq)
-				d := time.Since(start)
-				require.Equal(t, seq, pkts[len(pkts)-1].Seq)
-				lat = append(lat, d)
-				worst = max(worst, d)
-			}
-			slices.Sort(lat)
-			t.Logf("publish to receive: median %v, worst %v", lat[len(lat)/2], worst)
-			// A timer or flush interval would delay every message; a
-			// loaded machine delays a few. So the median is bounded.
-			require.Less(t, lat[len(lat)/2], 50*time.Millisecond, "a lone message goes out at once")
-			require.Less(t, lat[len(lat)*3/4], 50*time.Millisecond, "a lone message goes out at once")
+			synctest.Test(t, func(t *testing.T) {
+				group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.4"), uint16(31030+i))
+				p, cc := openCaptured(t, publisher.Config{Group: group, Send: mode.send})
+				var worst time.Duration
+				lat := make([]time.Duration, 0, 20)
+				for range 20 {
+					advance(2 * time.Millisecond)
+					start := time.Now()
+					seq, err := p.Publish([]byte("hello"))
+					require.NoError(t, err)
+					synctest.Wait()
+					sent := cc.sent()
+					last := sent[len(sent)-1]
+					require.Equal(t, seq, last.Seq)
+					d := last.at.Sub(start)
+					lat = append(lat, d)
+					worst = max(worst, d)
+				}
+				slices.Sort(lat)
+				require.Less(t, lat[len(lat)/2], 50*time.Millisecond, "a lone message goes out at once")
+				require.Less(t, lat[len(lat)*3/4], 50*time.Millisecond, "a lone message goes out at once")
+				require.Zero(t, worst, "no timer delays a lone message")
+			})
 		})
 	}
 }
@@ -189,50 +204,62 @@ func TestHeartbeat(t *testing.T) {
 		{"from-100", 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.5"), uint16(31040+i))
-			rx := listen(t, group, "lo")
-			const interval = 20 * time.Millisecond
-			p := open(t, publisher.Config{Group: group, HeartbeatInterval: interval, FirstSeq: tc.first})
-			first := max(tc.first, 1)
+			synctest.Test(t, func(t *testing.T) {
+				group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.5"), uint16(31040+i))
+				const interval = 20 * time.Millisecond
+				start := time.Now()
+				p, cc := openCaptured(t, publisher.Config{Group: group, HeartbeatInterval: interval, FirstSeq: tc.first})
+				first := max(tc.first, 1)
 
-			// Idle from the start: heartbeats announce the first sequence.
-			got := rx.until(5*time.Second, func(p packet) bool { return p.IsHeartbeat() })
-			require.Len(t, got, 1)
-			require.Equal(t, first, got[0].Seq)
-			require.Equal(t, p.Session(), got[0].Session)
+				// Idle from the start: heartbeats announce the first sequence.
+				advance(interval)
+				got := cc.sent()
+				require.Len(t, got, 1)
+				require.True(t, got[0].IsHeartbeat())
+				require.Equal(t, first, got[0].Seq)
+				require.Equal(t, p.Session(), got[0].Session)
+				require.Equal(t, interval, got[0].at.Sub(start), "after one interval of silence")
 
-			for k := range 3 {
-				_, err := p.Publish([]byte{byte(k)})
-				require.NoError(t, err)
-			}
-			rx.data(5*time.Second, first+2)
+				for k := range 3 {
+					_, err := p.Publish([]byte{byte(k)})
+					require.NoError(t, err)
+				}
+				synctest.Wait()
+				require.Len(t, checkContiguous(t, cc.data(), first, wire.DefaultPayloadSizeIPv4), 3)
+				lastData := cc.sent()[len(cc.sent())-1].at
 
-			// Idle again: heartbeats carry the next sequence, spaced by the interval.
-			var stamps []int64 // kernel receive times
-			for len(stamps) < 4 {
-				pk, ok := rx.read(5 * time.Second)
-				require.True(t, ok, "heartbeat expected")
-				require.True(t, pk.IsHeartbeat(), "only heartbeats while idle, got %+v", pk.Header)
-				require.Equal(t, first+3, pk.Seq)
-				require.Empty(t, pk.msgs)
-				require.NotZero(t, pk.kernel)
-				stamps = append(stamps, pk.kernel)
-			}
-			for k := 1; k < len(stamps); k++ {
-				require.Greater(t, time.Duration(stamps[k]-stamps[k-1]), interval/2, "heartbeats are spaced by the interval")
-			}
-			require.Eventually(t, func() bool { return p.Stats().Heartbeats >= 5 }, 5*time.Second, time.Millisecond)
+				// Idle again: heartbeats carry the next sequence, spaced by the interval.
+				advance(4 * interval)
+				var stamps []time.Time
+				for _, pk := range cc.sent() {
+					if !pk.at.After(lastData) {
+						continue
+					}
+					require.True(t, pk.IsHeartbeat(), "only heartbeats while idle, got %+v", pk.Header)
+					require.Equal(t, first+3, pk.Seq)
+					require.Empty(t, pk.msgs)
+					stamps = append(stamps, pk.at)
+				}
+				require.Len(t, stamps, 4)
+				require.Equal(t, interval, stamps[0].Sub(lastData), "the first after an interval of silence")
+				for k := 1; k < len(stamps); k++ {
+					require.Greater(t, stamps[k].Sub(stamps[k-1]), interval/2, "heartbeats are spaced by the interval")
+					require.Equal(t, interval, stamps[k].Sub(stamps[k-1]), "heartbeats are spaced by the interval")
+				}
+				require.GreaterOrEqual(t, p.Stats().Heartbeats, uint64(5))
+			})
 		})
 	}
 }
 
 func TestHeartbeatDisabled(t *testing.T) {
 	netlab.Require(t)
-	group := netip.MustParseAddrPort("239.10.0.6:31050")
-	rx := listen(t, group, "lo")
-	p := open(t, publisher.Config{Group: group, HeartbeatInterval: -1})
-	rx.silent(150 * time.Millisecond)
-	require.Zero(t, p.Stats().Heartbeats)
+	synctest.Test(t, func(t *testing.T) {
+		p, cc := openCaptured(t, publisher.Config{Group: netip.MustParseAddrPort("239.10.0.6:31050"), HeartbeatInterval: -1})
+		advance(time.Hour)
+		require.Empty(t, cc.sent())
+		require.Zero(t, p.Stats().Heartbeats)
+	})
 }
 
 func TestEndOfSession(t *testing.T) {
@@ -276,7 +303,7 @@ func TestIPv6(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("ff15::10:1"), uint16(31070+i))
 			rx := listen(t, group, netlab.VethA)
-			p := open(t, publisher.Config{Group: group, Interface: netlab.VethA, Inline: mode.inline, HeartbeatInterval: -1})
+			p := open(t, publisher.Config{Group: group, Interface: netlab.VethA, Send: mode.send, HeartbeatInterval: -1})
 			require.True(t, p.LocalAddr().Addr().Is6())
 			require.Equal(t, wire.DefaultPayloadSizeIPv6, p.PayloadSize())
 			const n = 300
@@ -303,38 +330,40 @@ func TestSinks(t *testing.T) {
 	netlab.Require(t)
 	for i, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.8"), uint16(31080+i))
-			rx := listen(t, group, "lo")
-			s1, s2 := &recordingSink{}, &recordingSink{}
-			p, err := publisher.New(publisher.Config{
-				Group: group, Inline: mode.inline, HeartbeatInterval: 5 * time.Millisecond,
-				Sinks: []publisher.Sink{s1, s2}, Grace: -1,
+			synctest.Test(t, func(t *testing.T) {
+				group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.8"), uint16(31080+i))
+				s1, s2 := &recordingSink{}, &recordingSink{}
+				p, cc := openCaptured(t, publisher.Config{
+					Group: group, Send: mode.send, HeartbeatInterval: 5 * time.Millisecond,
+					Sinks: []publisher.Sink{s1, s2}, Grace: -1,
+				})
+				for round := range 4 {
+					for k := range 500 {
+						_, err := p.Publish(makeMsg(wire.Seq(round*500+k+1), 1, 1+k%200))
+						require.NoError(t, err)
+					}
+					advance(15 * time.Millisecond) // idle: heartbeats, which sinks do not see
+				}
+				require.NoError(t, p.Close())
+				pkts := cc.data()
+				require.Len(t, checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4), 2000)
+				st := p.Stats()
+				require.Positive(t, st.Heartbeats)
+				for _, s := range []*recordingSink{s1, s2} {
+					got := s.packets()
+					require.Len(t, got, len(pkts))
+					require.EqualValues(t, st.Packets, len(got))
+					for k, raw := range got {
+						require.Equal(t, pkts[k].raw, raw, "sink packet %d equals what was sent", k)
+					}
+				}
 			})
-			require.NoError(t, err)
-			var pkts []packet
-			for round := range 4 {
-				for k := range 500 {
-					_, err := p.Publish(makeMsg(wire.Seq(round*500+k+1), 1, 1+k%200))
-					require.NoError(t, err)
-				}
-				pkts = append(pkts, rx.data(5*time.Second, wire.Seq(round*500+500))...)
-				time.Sleep(15 * time.Millisecond) // idle: heartbeats, which sinks do not see
-			}
-			require.NoError(t, p.Close())
-			st := p.Stats()
-			require.Positive(t, st.Heartbeats)
-			for _, s := range []*recordingSink{s1, s2} {
-				got := s.packets()
-				require.Len(t, got, len(pkts))
-				require.EqualValues(t, st.Packets, len(got))
-				for k, raw := range got {
-					require.Equal(t, pkts[k].raw, raw, "sink packet %d equals what was sent", k)
-				}
-			}
 		})
 	}
 }
 
+// TestRateLimit runs on virtual time (bubble_test.go), where a rate wait
+// lasts exactly what the bucket says: the bounds below hold on any machine.
 func TestRateLimit(t *testing.T) {
 	netlab.Require(t)
 	const n = 300
@@ -350,63 +379,75 @@ func TestRateLimit(t *testing.T) {
 		// Each message pays its length prefix and, sent alone, a header.
 		{"bytes", publisher.Config{RateBytes: 100_000}, 100, false,
 			time.Duration(float64(n*(100+2+20)-wire.DefaultPayloadSizeIPv4) / 100_000 * float64(time.Second))},
-		{"messages-inline", publisher.Config{RateMessages: 2000, Inline: true}, 20, false, (n - 20) * time.Second / 2000},
+		{"messages-inline", publisher.Config{RateMessages: 2000, Send: publisher.SendInline}, 20, false, (n - 20) * time.Second / 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.9"), uint16(31090+i))
-			rx := listen(t, group, "lo")
-			cfg := tc.cfg
-			cfg.Group, cfg.HeartbeatInterval = group, -1
-			p := open(t, cfg)
-			msgs := make([][]byte, n)
-			for k := range msgs {
-				msgs[k] = makeMsg(wire.Seq(k+1), 2, tc.size)
-			}
-			start := time.Now()
-			if tc.batch {
-				_, err := p.PublishBatch(msgs)
-				require.NoError(t, err)
-			} else {
-				for _, m := range msgs {
-					_, err := p.Publish(m)
-					require.NoError(t, err)
+			synctest.Test(t, func(t *testing.T) {
+				group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.9"), uint16(31090+i))
+				cfg := tc.cfg
+				cfg.Group, cfg.HeartbeatInterval = group, -1
+				p, cc := openCaptured(t, cfg)
+				msgs := make([][]byte, n)
+				for k := range msgs {
+					msgs[k] = makeMsg(wire.Seq(k+1), 2, tc.size)
 				}
-			}
-			took := time.Since(start)
-			pkts := rx.data(5*time.Second, n)
-			require.Equal(t, msgs, checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4))
-			st := p.Stats()
-			t.Logf("took %v (rate implies %v), %d packets, %d rate waits", took, tc.want, st.Packets, st.RateWaits)
-			require.Greater(t, took, tc.want*7/10, "the rate limit holds publishers back")
-			require.Less(t, took, tc.want*3+time.Second, "the rate limit does not hold them back much more")
-			require.Positive(t, st.RateWaits)
-			require.Greater(t, len(pkts), n/10, "paced messages go out in many packets, not one burst")
+				start := time.Now()
+				if tc.batch {
+					_, err := p.PublishBatch(msgs)
+					require.NoError(t, err)
+				} else {
+					for _, m := range msgs {
+						_, err := p.Publish(m)
+						require.NoError(t, err)
+					}
+				}
+				took := time.Since(start)
+				synctest.Wait()
+				pkts := cc.data()
+				require.Equal(t, msgs, checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4))
+				st := p.Stats()
+				t.Logf("took %v (rate implies %v), %d packets, %d rate waits", took, tc.want, st.Packets, st.RateWaits)
+				require.Greater(t, took, tc.want*7/10, "the rate limit holds publishers back")
+				require.Less(t, took, tc.want*3+time.Second, "the rate limit does not hold them back much more")
+				require.InDelta(t, float64(tc.want), float64(took), float64(tc.want)/20, "on virtual time the pace is the rate")
+				require.Positive(t, st.RateWaits)
+				require.Greater(t, len(pkts), n/10, "paced messages go out in many packets, not one burst")
+			})
 		})
 	}
 }
 
 func TestRateLimitCloseInterrupts(t *testing.T) {
 	netlab.Require(t)
-	p, err := publisher.New(publisher.Config{Group: netip.MustParseAddrPort("239.10.0.10:31100"), RateMessages: 1})
-	require.NoError(t, err)
-	_, err = p.Publish([]byte("a")) // spends the one-message burst
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.PublishBatch([][]byte{[]byte("b"), []byte("c")})
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	start := time.Now()
-	require.NoError(t, p.Close())
-	require.Less(t, time.Since(start), 500*time.Millisecond, "Close interrupts a rate wait")
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, publisher.ErrClosed)
-		require.Contains(t, err.Error(), "0 of the batch's 2 messages")
-	case <-time.After(2 * time.Second):
-		t.Fatal("PublishBatch still blocked after Close")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := openCaptured(t, publisher.Config{Group: netip.MustParseAddrPort("239.10.0.10:31100"), RateMessages: 1})
+		_, err := p.Publish([]byte("a")) // spends the one-message burst
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.PublishBatch([][]byte{[]byte("b"), []byte("c")})
+			done <- err
+		}()
+		synctest.Wait() // PublishBatch waits for the rate
+		queued := make(chan error, 1)
+		go func() { // and this one for its turn
+			_, err := p.Publish([]byte("d"))
+			queued <- err
+		}()
+		synctest.Wait()
+		start := time.Now()
+		require.NoError(t, p.Close())
+		require.Less(t, time.Since(start), 500*time.Millisecond, "Close interrupts a rate wait")
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, publisher.ErrClosed)
+			require.Contains(t, err.Error(), "0 of the batch's 2 messages")
+		case <-time.After(2 * time.Second):
+			t.Fatal("PublishBatch still blocked after Close")
+		}
+		require.ErrorIs(t, <-queued, publisher.ErrClosed, "a publisher waiting for its turn is interrupted too")
+		require.Equal(t, wire.Seq(2), p.NextSeq())
+	})
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -435,7 +476,11 @@ func TestConfigErrors(t *testing.T) {
 		{"rate", publisher.Config{Group: g, RateBytes: -5}, publisher.ErrConfig, "rate"},
 		{"linger-negative", publisher.Config{Group: g, Linger: -1}, publisher.ErrConfig, "Linger"},
 		{"linger-long", publisher.Config{Group: g, Linger: publisher.MaxLinger + 1}, publisher.ErrConfig, "Linger"},
-		{"linger-inline", publisher.Config{Group: g, Linger: time.Millisecond, Inline: true}, publisher.ErrConfig, "Inline"},
+		{"linger-inline", publisher.Config{Group: g, Linger: time.Millisecond, Send: publisher.SendInline}, publisher.ErrConfig, "Inline"},
+		{"linger-inline-deprecated", publisher.Config{Group: g, Linger: time.Millisecond, Inline: true}, publisher.ErrConfig, "Inline"},
+		{"send-unknown", publisher.Config{Group: g, Send: publisher.SendBackground + 1}, publisher.ErrConfig, "Send"},
+		{"inline-and-background", publisher.Config{Group: g, Inline: true, Background: true}, publisher.ErrConfig, "Background"},
+		{"inline-and-send", publisher.Config{Group: g, Inline: true, Send: publisher.SendBackground}, publisher.ErrConfig, "Inline"},
 		{"nil-sink", publisher.Config{Group: g, Sinks: []publisher.Sink{nil}}, publisher.ErrConfig, "Sinks[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -515,105 +560,134 @@ func TestClose(t *testing.T) {
 	require.EqualValues(t, 1, st.EndOfSession)
 }
 
+// TestConcurrentPublishers: four writers publish at once; every message
+// arrives once, in each writer's order. With fast sends, whether a Publish
+// arrives during another's send depends on the scheduler (on CI's two
+// loaded cores 6,918 of 7,102 packets went out alone), so only order and
+// content are checked, on the real socket. A send slowed to 200 µs makes
+// every writer arrive during one: their messages must then share packets.
+// That case runs on virtual time (bubble_test.go): on wall time a writer
+// descheduled for longer than a send (two cores shared with CPU hogs)
+// finds the role free and sends its lone message inline, so how many
+// messages shared packets measured the scheduler, not the publisher
+// (once 10984/4 packets for 10000 messages); in the bubble the slow send
+// lasts 200 µs of virtual time, which passes only when every writer is
+// blocked.
 func TestConcurrentPublishers(t *testing.T) {
 	netlab.Require(t)
-	// With fast sends, whether a Publish arrives during another's send
-	// depends on the scheduler (on CI's two loaded cores 6,918 of 7,102
-	// packets went out alone), so only order and content are checked.
-	// A send slowed to 200 µs makes every writer arrive during one: their
-	// messages must then share packets.
 	for i, c := range []struct {
-		name   string
-		inline bool
-		delay  time.Duration
+		name  string
+		send  publisher.SendMode
+		delay time.Duration
 	}{
-		{"goroutine", false, 0},
-		{"inline", true, 0},
-		{"goroutine/slow-send", false, 200 * time.Microsecond},
-		{"inline/slow-send", true, 200 * time.Microsecond},
+		{"goroutine", publisher.SendAuto, 0},
+		{"inline", publisher.SendInline, 0},
+		{"goroutine/slow-send", publisher.SendAuto, 200 * time.Microsecond},
+		{"inline/slow-send", publisher.SendInline, 200 * time.Microsecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.14"), uint16(31140+i))
-			rx := listen(t, group, "lo")
-			cfg := publisher.Config{Group: group, Inline: c.inline}
-			if c.delay > 0 {
+			cfg := publisher.Config{Group: group, Send: c.send}
+			if c.delay == 0 {
+				rx := listen(t, group, "lo")
+				p := open(t, cfg)
+				concurrentPublishers(t, p, func() []packet { return rx.data(20*time.Second, writers*each) })
+				return
+			}
+			synctest.Test(t, func(t *testing.T) {
 				cfg.Wrap = func(pc sock.PacketConn) sock.PacketConn {
 					return &faultyConn{PacketConn: pc, delay: c.delay}
 				}
-			}
-			p := open(t, cfg)
-			const writers, each = 4, 2500
-			seqs := make([][]wire.Seq, writers)
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Go(func() {
-					for k := range each {
-						var err error
-						var seq wire.Seq
-						msg := makeMsg(wire.Seq(k), byte(w), 20+k%50)
-						if k%10 == 0 {
-							seq, err = p.PublishBatch([][]byte{msg})
-						} else {
-							seq, err = p.Publish(msg)
-						}
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						seqs[w] = append(seqs[w], seq)
-					}
+				p, cc := openCaptured(t, cfg)
+				concurrentPublishers(t, p, func() []packet {
+					require.NoError(t, p.Flush(context.Background()))
+					return cc.data()
 				})
-			}
-			pkts := rx.data(20*time.Second, writers*each)
-			wg.Wait()
-			msgs := checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
-			require.Len(t, msgs, writers*each)
-			for w, ss := range seqs {
-				require.Len(t, ss, each)
-				require.True(t, slices.IsSorted(ss), "a writer's sequences increase")
-				for k, seq := range ss {
-					require.Equal(t, makeMsg(wire.Seq(k), byte(w), 20+k%50), msgs[seq-1])
-				}
-			}
-			st := p.Stats()
-			t.Logf("%d messages in %d packets, %d sent inline", writers*each, st.Packets, st.InlineSends)
-			if c.delay > 0 {
+				st := p.Stats()
 				// Publishers that come during a send leave their messages
-				// to the one sending, which packs them, Inline or not.
+				// to the one sending, which packs them, inline or not.
 				require.Less(t, st.Packets*4, uint64(writers*each), "concurrent publishers' messages share packets")
-			}
+			})
 		})
 	}
 }
 
+const writers, each = 4, 2500
+
+// concurrentPublishers runs the writers of TestConcurrentPublishers on p
+// and checks what received returns once they are done.
+func concurrentPublishers(t *testing.T, p *publisher.Publication, received func() []packet) {
+	seqs := make([][]wire.Seq, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for k := range each {
+				var err error
+				var seq wire.Seq
+				msg := makeMsg(wire.Seq(k), byte(w), 20+k%50)
+				if k%10 == 0 {
+					seq, err = p.PublishBatch([][]byte{msg})
+				} else {
+					seq, err = p.Publish(msg)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seqs[w] = append(seqs[w], seq)
+			}
+		})
+	}
+	wg.Wait()
+	pkts := received()
+	msgs := checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4)
+	require.Len(t, msgs, writers*each)
+	for w, ss := range seqs {
+		require.Len(t, ss, each)
+		require.True(t, slices.IsSorted(ss), "a writer's sequences increase")
+		for k, seq := range ss {
+			require.Equal(t, makeMsg(wire.Seq(k), byte(w), 20+k%50), msgs[seq-1])
+		}
+	}
+	st := p.Stats()
+	t.Logf("%d messages in %d packets, %d sent inline", writers*each, st.Packets, st.InlineSends)
+}
+
+// TestBackpressure: two publishers contend for two buffers behind a slow
+// send; they wait (QueueFull) and nothing is lost or reordered. On
+// virtual time (bubble_test.go), so the slow send is slow on any machine.
 func TestBackpressure(t *testing.T) {
 	netlab.Require(t)
 	for i, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.15"), uint16(31150+i))
-			rx := listen(t, group, "lo")
-			p := open(t, publisher.Config{
-				Group: group, Inline: mode.inline, PayloadSize: 100, QueuePackets: 2, BatchPackets: 1,
-				Wrap: func(c sock.PacketConn) sock.PacketConn {
-					return &faultyConn{PacketConn: c, delay: 200 * time.Microsecond}
-				},
-			})
-			const n = 400
-			go func() { // a second publisher contends for the two buffers
-				for range 20 {
-					if _, err := p.PublishBatch([][]byte{make([]byte, 30), make([]byte, 30)}); err != nil {
-						t.Error(err)
-						return
+			synctest.Test(t, func(t *testing.T) {
+				group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.15"), uint16(31150+i))
+				p, cc := openCaptured(t, publisher.Config{
+					Group: group, Send: mode.send, PayloadSize: 100, QueuePackets: 2, BatchPackets: 1,
+					Wrap: func(c sock.PacketConn) sock.PacketConn {
+						return &faultyConn{PacketConn: c, delay: 200 * time.Microsecond}
+					},
+				})
+				const n = 400
+				done := make(chan struct{})
+				go func() { // a second publisher contends for the two buffers
+					defer close(done)
+					for range 20 {
+						if _, err := p.PublishBatch([][]byte{make([]byte, 30), make([]byte, 30)}); err != nil {
+							t.Error(err)
+							return
+						}
 					}
+				}()
+				for range n {
+					_, err := p.Publish(make([]byte, 30))
+					require.NoError(t, err)
 				}
-			}()
-			for range n {
-				_, err := p.Publish(make([]byte, 30))
-				require.NoError(t, err)
-			}
-			pkts := rx.data(10*time.Second, n+40)
-			require.Len(t, checkContiguous(t, pkts, 1, 100), n+40)
-			require.Positive(t, p.Stats().QueueFull, "publishers waited for buffers")
+				<-done
+				require.NoError(t, p.Flush(context.Background()))
+				require.Len(t, checkContiguous(t, cc.data(), 1, 100), n+40)
+				require.Positive(t, p.Stats().QueueFull, "publishers waited for buffers")
+			})
 		})
 	}
 }
@@ -627,7 +701,7 @@ func TestSendErrorLatched(t *testing.T) {
 			var fc *faultyConn
 			sink := &recordingSink{}
 			p := open(t, publisher.Config{
-				Group: group, Inline: mode.inline, HeartbeatInterval: -1, Sinks: []publisher.Sink{sink}, Grace: -1,
+				Group: group, Send: mode.send, HeartbeatInterval: -1, Sinks: []publisher.Sink{sink}, Grace: -1,
 				Wrap: func(c sock.PacketConn) sock.PacketConn { fc = &faultyConn{PacketConn: c}; return fc },
 			})
 			// Ten packets of one message each go out in one WriteBatch;
@@ -678,19 +752,21 @@ func TestSendErrorLatched(t *testing.T) {
 
 func TestFlushContext(t *testing.T) {
 	netlab.Require(t)
-	gate := make(chan struct{})
-	p := open(t, publisher.Config{
-		Group: netip.MustParseAddrPort("239.10.0.17:31170"), HeartbeatInterval: -1,
-		Wrap: func(c sock.PacketConn) sock.PacketConn { return &faultyConn{PacketConn: c, gate: gate} },
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		p, _ := openCaptured(t, publisher.Config{
+			Group: netip.MustParseAddrPort("239.10.0.17:31170"), HeartbeatInterval: -1,
+			Wrap: func(c sock.PacketConn) sock.PacketConn { return &faultyConn{PacketConn: c, gate: gate} },
+		})
+		_, err := p.Publish([]byte("held"))
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, p.Flush(ctx), context.DeadlineExceeded)
+		close(gate)
+		require.NoError(t, p.Flush(context.Background()))
+		require.EqualValues(t, 1, p.Stats().Packets)
 	})
-	_, err := p.Publish([]byte("held"))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, p.Flush(ctx), context.DeadlineExceeded)
-	close(gate)
-	require.NoError(t, p.Flush(context.Background()))
-	require.EqualValues(t, 1, p.Stats().Packets)
 }
 
 func TestSourceAddress(t *testing.T) {
@@ -747,13 +823,13 @@ func TestZeroAllocs(t *testing.T) {
 		f    func(p *publisher.Publication) error
 	}{
 		{"publish", publisher.Config{}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
-		{"publish-inline", publisher.Config{Inline: true}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
+		{"publish-inline", publisher.Config{Send: publisher.SendInline}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-batch", publisher.Config{}, func(p *publisher.Publication) error { _, err := p.PublishBatch(batch); return err }},
 		{"publish-rate-limited", publisher.Config{RateMessages: 1e6, RateBytes: 1e9}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-with-sink", publisher.Config{Sinks: []publisher.Sink{nopSink{}}, Grace: -1}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 		{"publish-batch-linger", publisher.Config{Linger: 100 * time.Microsecond}, func(p *publisher.Publication) error { _, err := p.PublishBatch(full); return err }},
-		{"publish-background", publisher.Config{Background: true}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
+		{"publish-background", publisher.Config{Send: publisher.SendBackground}, func(p *publisher.Publication) error { _, err := p.Publish(msg64); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg

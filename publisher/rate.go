@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/ratelimit"
+	"github.com/mdbus/mdbus/wire"
 )
 
 // rateBurst is how much of its rate a token bucket may spend at once: the
@@ -11,45 +13,65 @@ import (
 // that sleeps coarser than one message's spacing still keep the average.
 const rateBurst = 10 * time.Millisecond
 
-// bucket is a token bucket on monotonic time. A zero bucket (rate 0) never
-// limits. Not safe for concurrent use; the Publication guards it with pubMu.
-type bucket struct {
-	rate   float64 // tokens per second; 0 means unlimited
-	burst  float64
-	tokens float64
-	last   monotime.Time
+// pacer is the rate limit (Config.RateMessages, RateBytes): one bucket of
+// messages, one of bytes. Publish and PublishBatch pass every message
+// through wait before they append it, and tell opened when it opened a
+// packet, whose header the bytes bucket then pays as a debt (see package
+// ratelimit): the cost is known only after the append. Off (a zero
+// pacer) when neither rate is set. Not safe for concurrent use; the
+// Publication guards it with its turn.
+type pacer struct {
+	msgs, bytes ratelimit.Bucket
+	timer       *time.Timer // nil when off
 }
 
-// newBucket returns a full bucket of rate tokens per second holding at
-// least minBurst tokens, or an unlimited one when rate is 0.
-func newBucket(rate, minBurst float64, now monotime.Time) bucket {
-	if rate <= 0 {
-		return bucket{}
+func newPacer(msgRate, byteRate, payloadSize float64, now monotime.Time) pacer {
+	if msgRate <= 0 && byteRate <= 0 {
+		return pacer{}
 	}
-	burst := max(rate*rateBurst.Seconds(), minBurst)
-	return bucket{rate: rate, burst: burst, tokens: burst, last: now}
-}
-
-func (b *bucket) refill(now monotime.Time) {
-	if b.rate == 0 || now <= b.last {
-		return
+	bucket := func(rate, minBurst float64) ratelimit.Bucket {
+		return ratelimit.New(now, rate, max(rate*rateBurst.Seconds(), minBurst))
 	}
-	b.tokens = min(b.burst, b.tokens+b.rate*now.Sub(b.last).Seconds())
-	b.last = now
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return pacer{msgs: bucket(msgRate, 1), bytes: bucket(byteRate, payloadSize), timer: t}
 }
 
-// wait is how long until cost tokens are there; 0 when they are now.
-func (b *bucket) wait(cost float64) time.Duration {
-	if b.rate == 0 || b.tokens >= cost {
-		return 0
+// on reports whether a rate is set.
+func (r *pacer) on() bool { return r.timer != nil }
+
+// wait sleeps until a message of n bytes is within the rate and takes its
+// tokens (its length prefix included). It returns ErrClosed when closing
+// is closed first.
+func (r *pacer) wait(n int, closing <-chan struct{}, st *counters) error {
+	cost := float64(n + wire.MsgLenLen)
+	for {
+		now := monotime.Now()
+		r.msgs.Refill(now)
+		r.bytes.Refill(now)
+		d := max(r.msgs.Wait(1), r.bytes.Wait(cost))
+		if d == 0 {
+			r.msgs.Take(1)
+			r.bytes.Take(cost)
+			return nil
+		}
+		st.rateWaits.Add(1)
+		r.timer.Reset(d)
+		select {
+		case <-r.timer.C:
+		case <-closing:
+			r.timer.Stop()
+			return ErrClosed
+		}
+		st.rateWaitNano.Add(uint64(monotime.Since(now)))
 	}
-	return time.Duration((cost-b.tokens)/b.rate*float64(time.Second)) + 1
 }
 
-// take spends cost tokens; the bucket may go negative (a debt the next
-// wait pays).
-func (b *bucket) take(cost float64) {
-	if b.rate != 0 {
-		b.tokens -= cost
+// opened charges the header of a packet the last message opened.
+func (r *pacer) opened() { r.bytes.Take(wire.HeaderLen) }
+
+func (r *pacer) stop() {
+	if r.timer != nil {
+		r.timer.Stop()
 	}
 }

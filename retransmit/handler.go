@@ -287,11 +287,11 @@ func (h *handler) answered(now monotime.Time, s wire.Session, seq wire.Seq, coun
 // within its rate; when that bucket is dry the confirm is skipped (the
 // requester then retries after its backoff, as without confirms).
 func (h *handler) confirm(now monotime.Time, c wire.Confirm, to netip.AddrPort, multicast bool) {
-	h.global.refill(now)
-	if !h.global.has(wire.ConfirmLen) {
+	h.global.Refill(now)
+	if !h.global.Has(wire.ConfirmLen) {
 		return
 	}
-	h.global.take(wire.ConfirmLen)
+	h.global.Take(wire.ConfirmLen)
 	q := h.uni
 	if multicast {
 		q, to = h.multi, h.cfg.group
@@ -309,8 +309,8 @@ func (h *handler) answer(now monotime.Time, s wire.Session, seq wire.Seq, count 
 	if multicast {
 		q, payload, to = h.multi, h.cfg.payloadMulti, h.cfg.group
 	}
-	h.global.refill(now)
-	if !h.global.has(wire.HeaderLen + wire.MsgLenLen) {
+	h.global.Refill(now)
+	if !h.global.Has(wire.HeaderLen + wire.MsgLenLen) {
 		return 0, ReasonRateLimited // cheap early refusal under a flood
 	}
 	rb := h.reqs.get(now, requesterKey(src))
@@ -358,14 +358,14 @@ func (h *handler) answer(now monotime.Time, s wire.Session, seq wire.Seq, count 
 		if l > bytesLeft {
 			break // MaxRequestBytes reached
 		}
-		if !h.global.has(l) || !rb.has(l) {
+		if !h.global.Has(float64(l)) || !rb.Has(float64(l)) {
 			if msgs == 0 {
 				why = ReasonRateLimited
 			}
 			break
 		}
-		h.global.take(l)
-		rb.take(l)
+		h.global.Take(float64(l))
+		rb.Take(float64(l))
 		q.push(pkt, to)
 		bytesLeft -= l
 		pos += wire.Seq(n)

@@ -310,22 +310,8 @@ func FuzzHandler(f *testing.F) {
 		}
 		require.LessOrEqual(t, next-req.Seq, wire.Seq(min(int(req.Count), maxPerRequest)))
 		require.LessOrEqual(t, total, maxRequestBytes)
-		require.GreaterOrEqual(t, h.global.tokens, 0.0)
+		require.GreaterOrEqual(t, h.global.Tokens(), 0.0)
 	})
-}
-
-func TestBucket(t *testing.T) {
-	t0 := monotime.Time(1e9)
-	b := newBucket(t0, 1000, 100) // 1000 B/s, 100 B deep
-	require.True(t, b.has(100))
-	b.take(100)
-	require.False(t, b.has(1))
-	b.refill(t0.Add(50 * time.Millisecond))
-	require.InDelta(t, 50, b.tokens, 1e-9)
-	b.refill(t0.Add(10 * time.Second))
-	require.InDelta(t, 100, b.tokens, 1e-9, "capped at the burst")
-	b.refill(t0) // time going backwards changes nothing
-	require.InDelta(t, 100, b.tokens, 1e-9)
 }
 
 func TestRequesterTableBounded(t *testing.T) {
@@ -333,7 +319,7 @@ func TestRequesterTableBounded(t *testing.T) {
 	now := monotime.Time(1)
 	a := netip.MustParseAddr("10.0.0.1")
 	ba := tab.get(now, a)
-	ba.take(100)
+	ba.Take(100)
 	require.Same(t, ba, tab.get(now, a))
 	for i := range 10000 { // a flood of new addresses
 		var ip [4]byte
@@ -342,7 +328,7 @@ func TestRequesterTableBounded(t *testing.T) {
 	}
 	require.Len(t, tab.slots, 64)
 	// a lost its slot: it gets a fresh bucket, never an unbounded one.
-	require.LessOrEqual(t, tab.get(now+20000, a).tokens, 100.0)
+	require.LessOrEqual(t, tab.get(now+20000, a).Tokens(), 100.0)
 }
 
 func TestRequesterKey(t *testing.T) {

@@ -53,9 +53,9 @@ func (h *handler) hold(now monotime.Time, s wire.Session, seq wire.Seq, count in
 		payload = float64(h.cfg.payloadMulti)
 	}
 	need := float64(len(h.later)) * payload
-	wait := max(need-h.global.tokens, 0) / h.global.rate
-	if rb := &rq.b; rb.rate > 0 {
-		wait = max(wait, max(float64(rq.held)*payload-rb.tokens, 0)/rb.rate)
+	wait := max(need-h.global.Tokens(), 0) / h.global.Rate()
+	if rb := &rq.b; rb.Limited() {
+		wait = max(wait, max(float64(rq.held)*payload-rb.Tokens(), 0)/rb.Rate())
 	}
 	after := uint32(min(wait*1e6, math.MaxUint32))
 	h.confirm(now, wire.Confirm{Session: s, Seq: seq, Count: uint16(count), Kind: wire.ConfirmLater, After: after}, from, multicast)
@@ -69,7 +69,7 @@ func (h *handler) serveLater(now monotime.Time) monotime.Time {
 	if len(h.later) == 0 {
 		return 0
 	}
-	h.global.refill(now)
+	h.global.Refill(now)
 	out, i := 0, 0
 	for ; i < len(h.later) && i < laterScan; i++ {
 		d := h.later[i]
@@ -87,7 +87,7 @@ func (h *handler) serveLater(now monotime.Time) monotime.Time {
 		case r == ReasonRateLimited, r == ReasonOutOfRange && now.Sub(d.at) < aheadHold && h.ahead(d.session, d.seq):
 			h.later[out] = d // still waiting
 			out++
-			if !h.global.has(wire.HeaderLen + wire.MsgLenLen) {
+			if !h.global.Has(wire.HeaderLen + wire.MsgLenLen) {
 				i++
 				goto done // nobody can be paid for: stop looking
 			}
@@ -106,7 +106,7 @@ done:
 	// The global bucket pays for a packet after this long; a requester's
 	// bucket may take longer, which the next wake-up finds.
 	payload := float64(max(h.cfg.payloadUni, h.cfg.payloadMulti))
-	wait := time.Duration(max(payload-h.global.tokens, 0) / h.global.rate * float64(time.Second))
+	wait := time.Duration(max(payload-h.global.Tokens(), 0) / h.global.Rate() * float64(time.Second))
 	return now.Add(max(wait, laterMinWait))
 }
 
@@ -261,7 +261,7 @@ func (h *handler) tick(now monotime.Time) {
 	h.st.feedRate.Store(uint64(b.rate))
 	g := max(b.baseGlobal, globalFeedFactor*b.rate)
 	r := max(b.baseRequester, requesterFeedFactor*b.rate)
-	h.global.refill(now)
-	h.global.rate, h.global.burst = g, max(g*b.burst.Seconds(), b.minBurst)
+	h.global.Refill(now)
+	h.global.SetRate(g, max(g*b.burst.Seconds(), b.minBurst))
 	h.reqs.rate, h.reqs.burst = r, max(r*b.burst.Seconds(), b.minBurst)
 }

@@ -6,33 +6,18 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/ratelimit"
 	"github.com/mdbus/mdbus/wire"
 )
 
-// bucket is a token bucket of bytes on monotonic time. It starts full.
-// Tokens never go below zero: take refuses what it cannot pay for, so the
-// bytes taken between t0 and t1 are at most burst + rate*(t1-t0).
-type bucket struct {
-	tokens float64
-	rate   float64 // bytes per second
-	burst  float64 // bytes
-	last   monotime.Time
-}
+// bucket is a token bucket of bytes. The server never lets one go into
+// debt: it takes only what Has said is there, so the bytes taken between
+// t0 and t1 are at most burst + rate*(t1-t0).
+type bucket = ratelimit.Bucket
 
 func newBucket(now monotime.Time, rate, burst float64) bucket {
-	return bucket{tokens: burst, rate: rate, burst: burst, last: now}
+	return ratelimit.New(now, rate, burst)
 }
-
-func (b *bucket) refill(now monotime.Time) {
-	if now > b.last {
-		b.tokens = min(b.burst, b.tokens+b.rate*float64(now-b.last)/float64(time.Second))
-		b.last = now
-	}
-}
-
-func (b *bucket) has(n int) bool { return b.tokens >= float64(n) }
-
-func (b *bucket) take(n int) { b.tokens -= float64(n) }
 
 // requesterTable holds a token bucket per requester address, in a fixed
 // set-associative table: an address hashes (with a random seed) to a set of
@@ -84,8 +69,8 @@ func (t *requesterTable) requester(now monotime.Time, addr netip.Addr) *requeste
 		r := &ways[i]
 		if r.inUse && r.addr == addr {
 			r.used = now
-			r.b.refill(now)
-			r.b.rate, r.b.burst = t.rate, t.burst // the feed may have moved them
+			r.b.Refill(now)
+			r.b.SetRate(t.rate, t.burst) // the feed may have moved them
 			return r
 		}
 		if victim.inUse && (!r.inUse || r.used < victim.used) {

@@ -1,0 +1,159 @@
+package publisher
+
+import (
+	"sync/atomic"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/wire"
+)
+
+// role is who holds the sending role, the right to hand packets to the
+// kernel and call the Sinks, and whether what publishers left meanwhile
+// belongs to the sending goroutine. See the package doc, "Send state".
+type role uint8
+
+const (
+	// free: nobody sends. The next Publish may take the role (SendAuto,
+	// SendInline), or the sending goroutine does.
+	free role = iota
+	// busy: one goroutine sends; nobody published meanwhile.
+	busy
+	// busyBurst: one goroutine sends, and others published meanwhile.
+	busyBurst
+	// handedOff: nobody sends, and what piled up during the last send
+	// waits for the sending goroutine, which was woken for it: no Publish
+	// takes the role until the goroutine has taken that pile.
+	handedOff
+)
+
+// held reports that a goroutine is sending.
+func (r role) held() bool { return r == busy || r == busyBurst }
+
+// finished is the role after its holder's send: free, or handedOff when
+// others published meanwhile.
+func (r role) finished() role {
+	if r == busyBurst {
+		return handedOff
+	}
+	return free
+}
+
+// control is the role while the sending goroutine sends a heartbeat or an
+// end of session: held, and a pile that was the goroutine's stays its own.
+func (r role) control() role {
+	if r == handedOff {
+		return busyBurst
+	}
+	return busy
+}
+
+// phase is the publication's life.
+type phase uint8
+
+const (
+	// live: Publish and PublishBatch are accepted.
+	live phase = iota
+	// closing: Close has started. New calls return ErrClosed; calls under
+	// way finish (a rate wait is interrupted).
+	closing
+	// draining: no call is under way. The sending goroutine sends what is
+	// pending at once (nothing lingers), then the end of session, repeats
+	// it over the grace, and exits.
+	draining
+)
+
+// ring holds the packets in flight: QueuePackets buffers of PayloadSize
+// bytes, numbered by uint64 counters, packet k in slot k%q. Packets
+// [done, taken) are being sent by the holder of the sending role, [taken,
+// sealed) are sealed and wait, and when open is set, packet sealed is
+// being filled by enc. The Publication guards it with mu.
+type ring struct {
+	q                   uint64
+	bufs                [][]byte // each of capacity PayloadSize
+	pkts                [][]byte // sealed packets: pkts[k%q] is packet k
+	enc                 wire.Encoder
+	open                bool
+	openedAt            monotime.Time // when the open packet got its first message (with Linger)
+	done, taken, sealed uint64
+}
+
+func newRing(q, payloadSize int) ring {
+	r := ring{q: uint64(q), bufs: make([][]byte, q), pkts: make([][]byte, q)}
+	backing := make([]byte, q*payloadSize)
+	prefault(backing)
+	for i := range r.bufs {
+		r.bufs[i] = backing[i*payloadSize : i*payloadSize : (i+1)*payloadSize]
+	}
+	return r
+}
+
+// free reports whether a buffer is free for the next packet.
+func (r *ring) free() bool { return r.sealed-r.done < r.q }
+
+// waiting is the number of sealed packets nobody has taken yet.
+func (r *ring) waiting() uint64 { return r.sealed - r.taken }
+
+// openPacket starts packet sealed in its buffer, its first message seq;
+// stamp records when (for Linger).
+func (r *ring) openPacket(s wire.Session, seq wire.Seq, payloadSize int, stamp bool) {
+	r.enc.Reset(r.bufs[r.sealed%r.q][:0], s, seq, payloadSize)
+	r.open = true
+	if stamp {
+		r.openedAt = monotime.Now()
+	}
+}
+
+func (r *ring) seal() {
+	r.pkts[r.sealed%r.q] = r.enc.Bytes()
+	r.sealed++
+	r.open = false
+}
+
+// take hands up to limit waiting packets to the caller: [first, first+n).
+func (r *ring) take(limit uint64) (first, n uint64) {
+	first = r.taken
+	n = min(r.sealed-r.taken, limit)
+	r.taken += n
+	return first, n
+}
+
+// turn is the publishers' lock. It is a sync.Mutex's fast path (one
+// compare-and-swap to take, one swap to give) with waiters parked on a
+// channel instead of the runtime's semaphore, because a publisher holds it
+// across long waits (the rate limit, a full ring): a publisher waiting for
+// its turn can be interrupted by Close, and is durably blocked for
+// testing/synctest, so tests of the rate limit and of backpressure run on
+// virtual time. It is not fair: a publisher that comes as the turn is
+// given may take it before one that waited.
+type turn struct {
+	state atomic.Int32  // 0 free, 1 taken, 2 taken and maybe waited for
+	wake  chan struct{} // capacity 1: a give for a waiter
+}
+
+// take waits for the turn and reports true, or false when closing is
+// closed first (a nil closing never is).
+func (t *turn) take(closing <-chan struct{}) bool {
+	if t.state.CompareAndSwap(0, 1) {
+		return true
+	}
+	// Mark it waited for, then sleep until a give; a stale wake-up only
+	// costs another look.
+	for t.state.Swap(2) != 0 {
+		select {
+		case <-t.wake:
+		case <-closing:
+			return false
+		}
+	}
+	return true
+}
+
+// give gives the turn back and wakes a waiter if there may be one.
+func (t *turn) give() {
+	if t.state.Swap(0) == 2 {
+		select {
+		case t.wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}
