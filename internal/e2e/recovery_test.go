@@ -253,6 +253,13 @@ func TestAcceptanceNAKSuppression(t *testing.T) {
 	t.Run("suppression-off", func(t *testing.T) { off = run(t, false, 32020) })
 	t.Logf("NAKs per lost packet: %.2f with suppression, %.2f without", on, off)
 	require.Greater(t, off, 4.0)
+	if raceEnabled {
+		// A few hundred losses under a 10x slower runtime, where every
+		// wake-up is late: only the ratio is meaningful; the bound is
+		// checked at full size without -race (CI runs both).
+		require.Less(t, on, off/2)
+		return
+	}
 	require.LessOrEqual(t, on, 1.5)
 }
 
