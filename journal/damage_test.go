@@ -116,7 +116,7 @@ func TestVerifyLayoutDamage(t *testing.T) {
 		{"segment replaced by a FIFO", func(t *testing.T, dir, sdir string, segs []string) {
 			require.NoError(t, os.Remove(segs[1]))
 			require.NoError(t, syscall.Mkfifo(segs[1], 0o600))
-		}, "FIFO in place of a segment"},
+		}, "FIFO (named pipe) in place of a segment"},
 		{"segment renamed to another first sequence", func(t *testing.T, dir, sdir string, segs []string) {
 			first, ext, ok := parseSegName(filepath.Base(segs[1]))
 			require.True(t, ok)

@@ -63,7 +63,7 @@ func TestJournalVerifyLayout(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(segs[0], 0o600))
 	code, out = runBounded(t, "journal", "verify", jdir)
 	require.Equal(t, 1, code, out)
-	require.Contains(t, out, "FIFO in place of a segment")
+	require.Contains(t, out, "FIFO (named pipe) in place of a segment")
 	require.Contains(t, out, segs[0])
 	for _, args := range [][]string{
 		{"journal", "list", jdir},
