@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/mdbus/mdbus/wire"
 )
 
 // ErrNotRegular: a segment, stream directory or lock file that is a
@@ -81,7 +83,7 @@ func kindOf(m fs.FileMode) string {
 // "mdbus journal verify" lists every one.
 type Damage struct {
 	Path   string
-	Stream StreamID // zero when the path names no stream
+	Stream wire.StreamID // zero when the path names no stream
 	Reason string
 }
 
@@ -98,7 +100,7 @@ func (j *Journal) Damage() []Damage {
 	return append([]Damage(nil), j.damaged...)
 }
 
-func (j *Journal) damage(path string, id StreamID, reason string) {
+func (j *Journal) damage(path string, id wire.StreamID, reason string) {
 	j.log.Warn("journal: damage", "path", path, "reason", reason)
 	j.mu.Lock()
 	j.damaged = append(j.damaged, Damage{Path: path, Stream: id, Reason: reason})
