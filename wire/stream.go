@@ -104,7 +104,15 @@ const (
 // Restarts (the subscriber), one that reads a trusted capture acts on it
 // at once (the capture importer).
 func (pos StreamPos) Fit(h Header) Fit {
-	if pos.High == InvalidSeq || h.IsEndOfSession() {
+	if h.Seq >= pos.High && !pos.Ended || pos.High == InvalidSeq {
+		return Continues // the usual case, inlined: at or ahead of the source
+	}
+	return pos.fitBack(h)
+}
+
+// fitBack is Fit for a packet behind High or after the end.
+func (pos StreamPos) fitBack(h Header) Fit {
+	if h.IsEndOfSession() {
 		return Continues
 	}
 	seq, next := h.Seq, h.Next()
