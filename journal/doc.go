@@ -19,6 +19,22 @@
 //		...
 //	}
 //
+// A Span reads part of a stream, by sequence and time, and stops there
+// (a replay's range):
+//
+//	sr, err := j.OpenSpan(id, journal.Span{From: 1000, ToTime: ns}) // Next: io.EOF past the span
+//
+// A Sink journals what a publisher sends: give it to the publisher's
+// sinks, Start it once the publication's session and source port are
+// known, End it after the publisher is closed:
+//
+//	sink := journal.NewSink(j) // publisher.Config{Sinks: ...}
+//	err = sink.Start(pub.Session(), pub.LocalAddr(), pub.NextSeq())
+//	err = sink.End(pub.NextSeq()) // end of session, writer closed
+//
+// Streams are named by wire.StreamID (source, session, incarnation); the
+// journal numbers the incarnations of each (session, source) from 1.
+//
 // # Layout
 //
 // A journal directory holds one directory per stream incarnation, named

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/mdbus/mdbus/internal/regfile"
+	"github.com/mdbus/mdbus/wire"
 )
 
 // ErrNotRegular: a segment, stream directory or lock file that is a
@@ -52,7 +53,7 @@ func readRegular(path string, st *ioStats) ([]byte, error) {
 // "mdbus journal verify" lists every one.
 type Damage struct {
 	Path   string
-	Stream StreamID // zero when the path names no stream
+	Stream wire.StreamID // zero when the path names no stream
 	Reason string
 }
 
@@ -69,7 +70,7 @@ func (j *Journal) Damage() []Damage {
 	return append([]Damage(nil), j.damaged...)
 }
 
-func (j *Journal) damage(path string, id StreamID, reason string) {
+func (j *Journal) damage(path string, id wire.StreamID, reason string) {
 	j.log.Warn("journal: damage", "path", path, "reason", reason)
 	j.mu.Lock()
 	j.damaged = append(j.damaged, Damage{Path: path, Stream: id, Reason: reason})

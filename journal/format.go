@@ -226,7 +226,7 @@ func decodeFrame(b []byte) (frame, frameStatus) {
 type segHeader struct {
 	version uint16 // as read; append writes FormatVersion
 	flags   uint16
-	id      StreamID
+	id      wire.StreamID
 	first   wire.Seq
 	created int64
 }

@@ -51,7 +51,7 @@ func FuzzRecord(f *testing.F) {
 
 // fuzzSegmentSeed is a small valid segment: header, messages, end.
 func fuzzSegmentSeed(end bool) []byte {
-	h := segHeader{id: StreamID{testSession, testSource, 1}, first: 10, created: 99}
+	h := segHeader{id: StreamID{Session: testSession, Source: testSource, Incarnation: 1}, first: 10, created: 99}
 	b := h.append(nil)
 	for i := range 5 {
 		b = appendMessage(b, wire.Seq(10+i), int64(i), bytes.Repeat([]byte{byte(i)}, 10*i), PacketUnknown)
@@ -78,7 +78,7 @@ func FuzzSegment(f *testing.F) {
 	f.Add(good[:SegmentHeaderLen])
 	f.Add(make([]byte, SegmentHeaderLen))
 	f.Add([]byte("MDBUSJNL"))
-	id := StreamID{testSession, testSource, 1}
+	id := StreamID{Session: testSession, Source: testSource, Incarnation: 1}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > 1<<20 {
 			return

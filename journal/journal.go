@@ -53,7 +53,7 @@ type TornTail struct {
 
 // stream is one stream incarnation on disk.
 type stream struct {
-	id      StreamID
+	id      wire.StreamID
 	dir     string
 	created int64
 
@@ -153,7 +153,7 @@ func sortStreams(ss []*stream) {
 
 // streamDirName is the directory of a stream: session and source in hex (a
 // session may hold any printable byte, '/' included) and the incarnation.
-func streamDirName(id StreamID) string {
+func streamDirName(id wire.StreamID) string {
 	src := "0"
 	if id.Source.IsValid() {
 		b, _ := id.Source.MarshalBinary()
@@ -162,8 +162,8 @@ func streamDirName(id StreamID) string {
 	return hex.EncodeToString(id.Session[:]) + "_" + src + "_" + strconv.FormatUint(uint64(id.Incarnation), 10)
 }
 
-func parseStreamDir(name string) (StreamID, bool) {
-	var id StreamID
+func parseStreamDir(name string) (wire.StreamID, bool) {
+	var id wire.StreamID
 	parts := strings.Split(name, "_")
 	if len(parts) != 3 {
 		return id, false
@@ -190,7 +190,7 @@ func parseStreamDir(name string) (StreamID, bool) {
 // openStream loads the segments of one stream directory and recovers the
 // newest one. It returns nil (and removes the directory) for a stream that
 // holds no segment, as a crash between mkdir and the first header leaves.
-func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
+func (j *Journal) openStream(dir string, id wire.StreamID) (*stream, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open stream %s: %w", dir, err)
@@ -301,7 +301,7 @@ func (j *Journal) openStream(dir string, id StreamID) (*stream, error) {
 // and, for the stream's newest segment, scans it and cuts a torn tail. It
 // returns nil for a newest segment without a complete header (a crash
 // while it was being created).
-func (j *Journal) openSegment(path string, id StreamID, first wire.Seq, newest bool) (*segment, error) {
+func (j *Journal) openSegment(path string, id wire.StreamID, first wire.Seq, newest bool) (*segment, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open segment %s: %w", path, err)
@@ -426,15 +426,6 @@ func (j *Journal) TornTails() []TornTail {
 
 // Dir is the journal's directory.
 func (j *Journal) Dir() string { return j.dir }
-
-// String formats a stream ID as session/source#incarnation.
-func (id StreamID) String() string {
-	src := "-"
-	if id.Source.IsValid() {
-		src = id.Source.String()
-	}
-	return fmt.Sprintf("%s/%s#%d", id.Session.String(), src, id.Incarnation)
-}
 
 // Close closes every Writer and Reader it handed out, syncing writers.
 func (j *Journal) Close() error {
@@ -565,7 +556,7 @@ func (s *segment) firstTime(io *ioStats) int64 {
 	return 0
 }
 
-func (j *Journal) find(id StreamID) *stream {
+func (j *Journal) find(id wire.StreamID) *stream {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, st := range j.streams {
@@ -590,7 +581,7 @@ func (j *Journal) Create(session wire.Session, source netip.AddrPort, first wire
 	if j.closed {
 		return nil, ErrClosed
 	}
-	id := StreamID{Session: session, Source: source}
+	id := wire.StreamID{Session: session, Source: source}
 	for _, st := range j.streams {
 		if st.id.Session == session && st.id.Source == source {
 			id.Incarnation = max(id.Incarnation, st.id.Incarnation)
@@ -681,7 +672,7 @@ func syncDir(dir string) error {
 }
 
 // Resume reopens stream id for appending at its Next (after a restart).
-func (j *Journal) Resume(id StreamID) (*Writer, error) {
+func (j *Journal) Resume(id wire.StreamID) (*Writer, error) {
 	if j.cfg.ReadOnly {
 		return nil, fmt.Errorf("journal: resume %s: the journal was opened read-only", id)
 	}
@@ -722,10 +713,10 @@ func (j *Journal) Resume(id StreamID) (*Writer, error) {
 
 // Latest returns the newest incarnation of (session, source); with a zero
 // source, the newest incarnation of session from any source.
-func (j *Journal) Latest(session wire.Session, source netip.AddrPort) (StreamID, bool) {
+func (j *Journal) Latest(session wire.Session, source netip.AddrPort) (wire.StreamID, bool) {
 	st := j.latest(session, source)
 	if st == nil {
-		return StreamID{}, false
+		return wire.StreamID{}, false
 	}
 	return st.id, true
 }
@@ -743,7 +734,7 @@ func (j *Journal) latest(session wire.Session, source netip.AddrPort) *stream {
 }
 
 // OpenReader opens stream id for reading, positioned at its first record.
-func (j *Journal) OpenReader(id StreamID) (*Reader, error) {
+func (j *Journal) OpenReader(id wire.StreamID) (*Reader, error) {
 	st := j.find(id)
 	if st == nil {
 		return nil, fmt.Errorf("journal: read %s: %w", id, ErrNotFound)

@@ -100,7 +100,7 @@ func TestRoundTrip(t *testing.T) {
 	j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes})
 	w, err := j.Create(testSession, testSource, 5)
 	require.NoError(t, err)
-	require.Equal(t, StreamID{testSession, testSource, 1}, w.ID())
+	require.Equal(t, StreamID{Session: testSession, Source: testSource, Incarnation: 1}, w.ID())
 	appendN(t, w, 1, 20000)
 	require.ErrorIs(t, w.Append(3, 0, []byte("x")), ErrOutOfOrder)
 	require.NoError(t, w.Sync())

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"net/netip"
 	"time"
 
 	"github.com/mdbus/mdbus/wire"
@@ -44,18 +43,18 @@ type Config struct {
 	Logger *slog.Logger // default: discard
 }
 
-// StreamID names one recorded stream incarnation: the messages of one
-// MoldUDP64 session from one source, from one start of that session. A
-// publisher restarted under the same session name is a new incarnation.
-type StreamID struct {
-	Session     wire.Session
-	Source      netip.AddrPort // the publisher's address and port; zero when unknown
-	Incarnation uint32         // 1, 2, ... assigned by the journal per (Session, Source)
-}
+// StreamID is the identity of a journal stream: wire.StreamID, the one
+// every role uses. A journal stream is one incarnation of a (Session,
+// Source): the messages of one MoldUDP64 session from one source, from one
+// start of that session, without a hole. The journal numbers the
+// incarnations of each (Session, Source) from 1 (Create), on disk and
+// across restarts; Source is zero when unknown. The alias keeps the
+// journal.StreamID spelling compiling; new code names wire.StreamID.
+type StreamID = wire.StreamID
 
 // StreamInfo describes a stream on disk.
 type StreamInfo struct {
-	ID                  StreamID
+	ID                  wire.StreamID
 	First, Next         wire.Seq // records held: [First, Next)
 	FirstTime, LastTime int64    // record timestamps, ns since the Unix epoch
 	Ended               bool     // the end of session was recorded

@@ -22,7 +22,7 @@ type SegmentInfo struct {
 }
 
 // Segments lists the segments of stream id, oldest first.
-func (j *Journal) Segments(id StreamID) ([]SegmentInfo, error) {
+func (j *Journal) Segments(id wire.StreamID) ([]SegmentInfo, error) {
 	st := j.find(id)
 	if st == nil {
 		return nil, fmt.Errorf("journal: segments of %s: %w", id, ErrNotFound)
@@ -41,7 +41,7 @@ func (j *Journal) Segments(id StreamID) ([]SegmentInfo, error) {
 // framing, each CRC and the sequence continuity within and across
 // segments. It returns the first corruption of each damaged segment (none
 // when the stream is intact); the error is for files it could not read.
-func (j *Journal) Verify(id StreamID) ([]*CorruptError, error) {
+func (j *Journal) Verify(id wire.StreamID) ([]*CorruptError, error) {
 	st := j.find(id)
 	if st == nil {
 		return nil, fmt.Errorf("journal: verify %s: %w", id, ErrNotFound)
@@ -185,7 +185,7 @@ type Range struct{ From, To wire.Seq }
 // a crash leaves the old or the new segment, never a mix; nothing changes
 // for a segment whose ranges fetch cannot fill. It returns the ranges it
 // filled.
-func (j *Journal) Repair(id StreamID, fetch func(r Range) ([][]byte, error)) ([]Range, error) {
+func (j *Journal) Repair(id wire.StreamID, fetch func(r Range) ([][]byte, error)) ([]Range, error) {
 	if j.cfg.ReadOnly {
 		return nil, fmt.Errorf("journal: repair %s: the journal was opened read-only", id)
 	}

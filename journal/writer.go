@@ -89,7 +89,7 @@ func newWriter(j *Journal, st *stream, seg *segment, f *os.File) *Writer {
 }
 
 // ID names the stream.
-func (w *Writer) ID() StreamID { return w.st.id }
+func (w *Writer) ID() wire.StreamID { return w.st.id }
 
 // Next is the sequence the next Append must carry.
 func (w *Writer) Next() wire.Seq { return w.next }

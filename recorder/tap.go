@@ -16,12 +16,14 @@ import (
 )
 
 // tap journals what a subscriber delivers: one journal incarnation per
-// subscriber stream (source address and port, session), a new one when the
-// stream's sequence restarts or skips a range declared lost (the journal
-// holds no holes: the range after a loss is a new incarnation) and after
-// an end of session. Its methods are called from the subscriber's
-// callbacks (serialized by the subscriber) and from Close and stats
-// readers, hence the mutex.
+// subscriber incarnation (wire.StreamID: the subscriber has applied the
+// incarnation rule, wire.StreamPos.Fit, so a restart or an end of session
+// followed by data arrives under a new ID), split again where the stream
+// continues at another sequence than the journal's next (a range declared
+// lost or skipped: a journal incarnation holds no holes) and after an end
+// of session. Its methods are called from the subscriber's callbacks
+// (serialized by the subscriber) and from Close and stats readers, hence
+// the mutex.
 type tap struct {
 	j         *journal.Journal
 	log       *slog.Logger
@@ -29,9 +31,9 @@ type tap struct {
 	upstreams []netip.AddrPort // fill the range between a resumed incarnation and the live feed, in turn
 
 	mu      sync.Mutex
-	writers map[subscriber.StreamID]*journal.Writer
-	held    map[subscriber.StreamID]wire.Seq // a resumed incarnation's Next, when beyond the live join
-	lastID  subscriber.StreamID
+	writers map[wire.StreamID]*journal.Writer
+	held    map[wire.StreamID]wire.Seq // a resumed incarnation's Next, when beyond the live join
+	lastID  wire.StreamID
 	last    *journal.Writer // one-entry lookup cache
 	// The packet being journaled: the writer its previous message went to
 	// (nil when it was not journaled) and its receive time, which every
@@ -59,7 +61,7 @@ type TapStats struct {
 }
 
 func newTap(j *journal.Journal, log *slog.Logger) *tap {
-	return &tap{j: j, log: log, writers: map[subscriber.StreamID]*journal.Writer{}, held: map[subscriber.StreamID]wire.Seq{},
+	return &tap{j: j, log: log, writers: map[wire.StreamID]*journal.Writer{}, held: map[wire.StreamID]wire.Seq{},
 		now: func() int64 { return time.Now().UnixNano() }}
 }
 
@@ -85,9 +87,10 @@ func (t *tap) message(m subscriber.Message) {
 		return // held already: the recorder resumed an incarnation that reaches past the join
 	}
 	if w != nil && w.Next() != m.Seq {
-		// The subscriber delivers each sequence of a stream once, in
-		// order: a different one is a restart of the sequence or the
-		// range after a declared loss. Either way it is not the same
+		// The subscriber delivers each sequence of an incarnation
+		// once, in order: a different one follows a range declared
+		// lost or skipped (or, from a caller that does not apply the
+		// incarnation rule, a restart). Either way it is not the same
 		// history any more.
 		t.st.Restarts++
 		t.log.Warn("recorder: stream continues at another sequence; new journal incarnation",
@@ -156,7 +159,7 @@ const resumeTimeout = 30 * time.Second
 // between what it holds and seq is fetched from the upstream
 // retransmitter first; when that fails the stream gets a new incarnation
 // instead (a journal incarnation has no holes). t.mu must be held.
-func (t *tap) resume(id subscriber.StreamID, seq wire.Seq) *journal.Writer {
+func (t *tap) resume(id wire.StreamID, seq wire.Seq) *journal.Writer {
 	jid, ok := t.j.Latest(id.Session, id.Source)
 	if !ok || !id.Source.IsValid() {
 		return nil
@@ -198,7 +201,7 @@ func (t *tap) resume(id subscriber.StreamID, seq wire.Seq) *journal.Writer {
 
 // end records the end of session of a stream whose every message was
 // delivered; the next message of that stream starts a new incarnation.
-func (t *tap) end(id subscriber.StreamID, next wire.Seq) {
+func (t *tap) end(id wire.StreamID, next wire.Seq) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -222,7 +225,7 @@ func (t *tap) end(id subscriber.StreamID, next wire.Seq) {
 	t.closeWriter(id, w)
 }
 
-func (t *tap) closeWriter(id subscriber.StreamID, w *journal.Writer) {
+func (t *tap) closeWriter(id wire.StreamID, w *journal.Writer) {
 	if err := w.Close(); err != nil && !errors.Is(err, journal.ErrClosed) {
 		t.fail(fmt.Errorf("recorder: journal %s close: %w", id, err))
 	}

@@ -3,7 +3,6 @@ package subscriber
 import (
 	"bytes"
 	"cmp"
-	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
@@ -17,28 +16,16 @@ import (
 )
 
 // StreamID names a stream: one incarnation of a session from one source
-// address and port. With a Secondary feed (A/B) the two copies of a
-// session come from different sources, so streams are keyed by session
-// alone and Source is the zero AddrPort. Incarnation counts the times a
-// session was started again (0 for the first one seen): a publisher
-// restarted under the same session name on a new source port, or on the
-// same port with its sequence starting over, is a new incarnation, and
-// nothing of one incarnation is delivered as another's (see "Streams" in
-// the package documentation). It is comparable.
-type StreamID struct {
-	Source      netip.AddrPort
-	Session     wire.Session
-	Incarnation uint32
-}
-
-// String formats id as "SESSION@addr:port", with "#N" appended for
-// incarnation N > 0.
-func (id StreamID) String() string {
-	if id.Incarnation > 0 {
-		return fmt.Sprintf("%s@%s#%d", id.Session, id.Source, id.Incarnation)
-	}
-	return fmt.Sprintf("%s@%s", id.Session, id.Source)
-}
+// address and port (wire.StreamID, the identity every role uses). With a
+// Secondary feed (A/B) the two copies of a session come from different
+// sources, so streams are keyed by session alone and Source is the zero
+// AddrPort. Incarnation counts, from 1, the times this subscriber saw the
+// session start: a publisher restarted under the same session name on a
+// new source port, or on the same port with its sequence starting over
+// (wire.StreamPos.Fit), is a new incarnation, and nothing of one
+// incarnation is delivered as another's (see "Streams" in the package
+// documentation).
+type StreamID = wire.StreamID
 
 // streamKey is what a packet names of its stream: the source (zero with
 // A/B feeds) and the session. Its current incarnation is the stream.
@@ -234,13 +221,6 @@ type suspect struct {
 	buf       []byte // the packet, nil for a heartbeat
 }
 
-// restartDistance is how far back, in messages, a packet of the
-// publisher's own must go to be taken for a restart when nothing else
-// says so (it is not the session's first sequence, nor a heartbeat):
-// farther than a network's reordering or duplication ever delays a
-// packet.
-const restartDistance = 1 << 16
-
 func newCore(cfg coreConfig) *core {
 	return &core{
 		cfg:          cfg,
@@ -425,7 +405,7 @@ func (c *core) quiet(s *stream) bool {
 // confirmed) or prev is quiet; otherwise prev stays the session's current
 // incarnation until it is.
 func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool) *stream {
-	id := StreamID{Source: key.source, Session: key.session}
+	id := StreamID{Source: key.source, Session: key.session, Incarnation: 1}
 	current := true
 	if prev != nil {
 		id.Incarnation = c.incarnations[key.session] + 1
@@ -485,21 +465,23 @@ func (c *core) replace(s *stream) {
 // restarted checks p, a packet or heartbeat of s's own source, for a
 // restart of the session by its publisher: p goes back before what this
 // source already sent, in a way reordering does not explain (to the
-// session's first sequence, in a heartbeat, or more than restartDistance
-// back). The first such packet is handled as
+// session's first sequence, in a heartbeat, or more than
+// wire.RestartDistance back: wire.StreamPos.Fit, the rule every role
+// applies). The first such packet is handled as
 // usual (a duplicate, mostly) and a copy kept as a suspect; a second one
 // of the same source that continues it confirms the restart, and the
 // suspect is delivered again, in the new incarnation. A packet that fits
 // the stream clears the suspect.
 func (c *core) restarted(s *stream, p wire.Packet) bool {
-	seq, next := p.Seq, p.Next()
+	seq := p.Seq
 	fn := s.feedNext[c.feed]
 	if fn == 0 {
 		return false
 	}
 	sus := &s.restart
 	mine := sus.set && sus.src == c.src && sus.feed == c.feed
-	back := seq < fn && (next <= s.next || s.ended || p.IsHeartbeat() && seq < s.next)
+	fit := wire.StreamPos{High: fn, Next: s.next, Ended: s.ended}.Fit(p.Header)
+	back := fit == wire.Repeats || fit == wire.Restarts
 	if mine && back && seq >= sus.next && uint64(seq-sus.next) <= c.cfg.maxGap &&
 		(seq > sus.seq || p.IsHeartbeat() != sus.heartbeat) {
 		return true
@@ -510,7 +492,7 @@ func (c *core) restarted(s *stream, p wire.Packet) bool {
 		}
 		return false
 	}
-	if !(seq == 1 || p.IsHeartbeat() || uint64(fn-seq) > restartDistance) {
+	if fit != wire.Restarts {
 		return false // an ordinary duplicate
 	}
 	if mine && seq == sus.seq && p.IsHeartbeat() == sus.heartbeat {

@@ -65,7 +65,7 @@ func TestReorderWithinBound(t *testing.T) {
 	require.Equal(t, 3, ss.Held)
 	h.feed(srcA, pkt(sessA, 2, 1))
 	require.Equal(t, seqRange(1, 7), h.seqs(srcA, sessA))
-	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA}, 2, 5}}, h.gaps)
+	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA, Incarnation: 1}, 2, 5}}, h.gaps)
 	st := h.stats()
 	require.Zero(t, st.Held)
 	require.Equal(t, 3, st.HeldMax)
@@ -85,7 +85,7 @@ func TestReorderOverlappingHeld(t *testing.T) {
 	h.feed(srcA, pkt(sessA, 4, 2)) // 4..5, covered by 3..5
 	h.feed(srcA, pkt(sessA, 2, 1))
 	require.Equal(t, seqRange(1, 8), h.seqs(srcA, sessA))
-	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA}, 2, 3}}, h.gaps)
+	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA, Incarnation: 1}, 2, 3}}, h.gaps)
 	st := h.stats()
 	require.EqualValues(t, 2+2, st.Duplicates) // 4,5 of 4..7 on drain; 4..5 covered
 	onlyDrops(t, st, map[DropReason]uint64{DropDuplicate: 1})
@@ -104,7 +104,7 @@ func TestReorderBufferFull(t *testing.T) {
 	h.feed(srcA, pkt(sessA, 10, 2)) // full: dropped, [7,12) missing
 	h.feed(srcA, pkt(sessA, 8, 1))  // full, inside a reported gap: no new gap
 	require.Equal(t, bound, h.stream(srcA, sessA).Held)
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	require.Equal(t, []Gap{{id, 2, 3}, {id, 7, 12}}, h.gaps)
 	h.feed(srcA, pkt(sessA, 2, 1))
 	require.Equal(t, seqRange(1, 7), h.seqs(srcA, sessA))
@@ -134,7 +134,7 @@ func TestReorderOverflowWithoutRecovery(t *testing.T) {
 	require.Equal(t, bound, h.stream(srcA, sessA).Held)
 	h.feed(srcA, pkt(sessA, 7, 2)) // full: [2,3) is given up, everything else delivered
 	require.Equal(t, append([]wire.Seq{1}, seqRange(3, 9)...), h.seqs(srcA, sessA))
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	require.Equal(t, []Loss{{id, 2, 3}}, h.losses)
 	st := h.stats()
 	require.EqualValues(t, 1, st.ReorderOverflows)
@@ -149,7 +149,7 @@ func TestNoReorderBuffer(t *testing.T) {
 	h.feed(srcA, pkt(sessA, 3, 1))
 	h.feed(srcA, pkt(sessA, 2, 1))
 	require.Equal(t, seqRange(1, 3), h.seqs(srcA, sessA))
-	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA}, 2, 4}}, h.gaps)
+	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA, Incarnation: 1}, 2, 4}}, h.gaps)
 	onlyDrops(t, h.stats(), map[DropReason]uint64{DropReorderFull: 1})
 }
 
@@ -185,7 +185,7 @@ func TestGapRanges(t *testing.T) {
 			var want []Gap
 			var msgs uint64
 			for _, g := range tc.gaps {
-				want = append(want, Gap{StreamID{Source: srcA, Session: sessA}, g[0], g[1]})
+				want = append(want, Gap{StreamID{Source: srcA, Session: sessA, Incarnation: 1}, g[0], g[1]})
 				msgs += uint64(g[1] - g[0])
 			}
 			require.Equal(t, want, h.gaps)
@@ -202,7 +202,7 @@ func TestStartSeq(t *testing.T) {
 		h := newHarness(t, Config{StartSeq: 1})
 		h.feed(srcA, pkt(sessA, 4, 2))
 		require.Empty(t, h.msgs)
-		require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA}, 1, 4}}, h.gaps)
+		require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA, Incarnation: 1}, 1, 4}}, h.gaps)
 		h.feed(srcA, pkt(sessA, 1, 3))
 		require.Equal(t, seqRange(1, 6), h.seqs(srcA, sessA))
 	})
@@ -230,7 +230,7 @@ func TestStartSeq(t *testing.T) {
 }
 
 func TestEndOfSession(t *testing.T) {
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	t.Run("after-everything", func(t *testing.T) {
 		h := newHarness(t, Config{})
 		h.feed(srcA, pkt(sessA, 1, 3))
@@ -299,7 +299,7 @@ func TestSeveralPublishers(t *testing.T) {
 	h.feed(srcA, pkt(sessA, 3, 1))
 	require.Equal(t, seqRange(1, 5), h.seqs(srcA, sessA))
 	require.Equal(t, seqRange(100, 102), h.seqs(srcB, sessA))
-	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA}, 3, 4}}, h.gaps)
+	require.Equal(t, []Gap{{StreamID{Source: srcA, Session: sessA, Incarnation: 1}, 3, 4}}, h.gaps)
 	st := h.stats()
 	require.Equal(t, 2, st.Streams)
 	require.Zero(t, st.SessionChanges)
@@ -482,7 +482,7 @@ func TestRandomized(t *testing.T) {
 	}
 	// Distinct sessions: repairs name the session alone, so two live
 	// streams of one session cannot both be repaired (see TestSameSessionTwoSources).
-	ids := []StreamID{{Source: srcA, Session: sessA}, {Source: srcB, Session: mustSession("SESSC")}, {Source: srcB, Session: sessB}}
+	ids := []StreamID{{Source: srcA, Session: sessA, Incarnation: 1}, {Source: srcB, Session: mustSession("SESSC"), Incarnation: 1}, {Source: srcB, Session: sessB, Incarnation: 1}}
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 99))
@@ -507,7 +507,7 @@ func TestRandomized(t *testing.T) {
 				require.LessOrEqual(t, h.stats().HeldMax, bound)
 			}
 			overlaps := func(p sent, g Gap) bool {
-				return g.Stream == (StreamID{Source: p.src, Session: p.sess}) && g.From < p.seq+wire.Seq(max(p.n, 1)) && p.seq < g.To
+				return g.Stream == (StreamID{Source: p.src, Session: p.sess, Incarnation: 1}) && g.From < p.seq+wire.Seq(max(p.n, 1)) && p.seq < g.To
 			}
 
 			// Each stream's first packet first (join live), then the
@@ -569,7 +569,7 @@ func TestRandomized(t *testing.T) {
 			// every packet of an unfinished stream once more, in order.
 			for _, p := range all {
 				for _, ss := range h.c.streamStats() {
-					if ss.ID == (StreamID{Source: p.src, Session: p.sess}) && !ss.Ended && p.seq+wire.Seq(p.n) >= ss.Next {
+					if ss.ID == (StreamID{Source: p.src, Session: p.sess, Incarnation: 1}) && !ss.Ended && p.seq+wire.Seq(p.n) >= ss.Next {
 						send(p)
 					}
 				}

@@ -135,7 +135,7 @@
 // sequence 1 again. Repairs name only the session and the sequence, so a
 // subscriber (or a rewinder) that took the new run for the old one would
 // deliver one run's bytes as the other's. A new incarnation
-// (StreamID.Incarnation + 1, Stats.Incarnations) starts when:
+// (the next StreamID.Incarnation, counted from 1; Stats.Incarnations) starts when:
 //
 //   - a new source port sends a session whose current stream has ended or
 //     has been silent for a second (a live publisher heartbeats); while the

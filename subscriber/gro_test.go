@@ -48,7 +48,7 @@ func (p *gsoPub) id(t testing.TB) StreamID {
 	sa, err := unix.Getsockname(p.fd)
 	require.NoError(t, err)
 	a := sa.(*unix.SockaddrInet4)
-	return StreamID{Source: netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), Session: p.sess}
+	return StreamID{Source: netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), Session: p.sess, Incarnation: 1}
 }
 
 // sendTrain sends dgs in one sendmsg cut at the size of dgs[0] (all but the

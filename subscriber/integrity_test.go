@@ -33,8 +33,8 @@ func TestRestartSamePort(t *testing.T) {
 				h.feed(srcA, eos(sessA, 101))
 			}
 			h.sendRun(srcA, sessA, 1, 151, 10)
-			id0 := StreamID{Source: srcA, Session: sessA}
-			id1 := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
+			id0 := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
+			id1 := StreamID{Source: srcA, Session: sessA, Incarnation: 2}
 			require.Equal(t, seqRange(1, 101), h.seqsOf(id0))
 			require.Equal(t, seqRange(1, 151), h.seqsOf(id1))
 			st := h.stats()
@@ -54,7 +54,7 @@ func TestRestartHeartbeatFirst(t *testing.T) {
 	h.feed(srcA, hb(sessA, 1)) // a repeat confirms nothing
 	require.Zero(t, h.stats().Incarnations)
 	h.sendRun(srcA, sessA, 1, 11, 5)
-	require.Equal(t, seqRange(1, 11), h.seqsOf(StreamID{Source: srcA, Session: sessA, Incarnation: 1}))
+	require.Equal(t, seqRange(1, 11), h.seqsOf(StreamID{Source: srcA, Session: sessA, Incarnation: 2}))
 }
 
 // TestDuplicatesAreNotRestarts: the network duplicating and delaying a
@@ -98,7 +98,7 @@ func TestNewSourceOfLiveSession(t *testing.T) {
 	h.feed(srcB, pkt(sessA, 503, 1)) // A quiet: B replaces it
 	st := h.stats()
 	require.EqualValues(t, 1, st.Incarnations)
-	require.Contains(t, h.losses, Loss{Stream: StreamID{Source: srcA, Session: sessA}, From: 5, To: 7})
+	require.Contains(t, h.losses, Loss{Stream: StreamID{Source: srcA, Session: sessA, Incarnation: 1}, From: 5, To: 7})
 	h.feedRepair(pkt(sessA, 5, 2)) // a late repair of A's range: not A's any more
 	require.Equal(t, append(seqRange(1, 5), 7), h.seqs(srcA, sessA))
 	// B asks now, after a fresh suppression delay: the two seconds it
@@ -174,8 +174,8 @@ func TestRestartAB(t *testing.T) {
 	h.feed(srcA, eos(sessA, 101))
 	h.feed(srcA, pkt(sessA, 91, 10)) // a late copy of the first run
 	h.sendRun(newA, sessA, 1, 51, 10)
-	id1 := StreamID{Session: sessA, Incarnation: 1}
-	require.Equal(t, seqRange(1, 101), h.seqsOf(StreamID{Session: sessA}))
+	id1 := StreamID{Session: sessA, Incarnation: 2}
+	require.Equal(t, seqRange(1, 101), h.seqsOf(StreamID{Session: sessA, Incarnation: 1}))
 	require.Equal(t, seqRange(1, 51), h.seqsOf(id1))
 	require.EqualValues(t, 1, h.stats().Incarnations)
 }
@@ -259,7 +259,7 @@ func TestWaitingIncarnationFullBufferIsBounded(t *testing.T) {
 		h.runUntil(h.now.Add(400 * time.Millisecond))
 		h.feed(srcA, hb(sessA, 3))
 	}
-	b := StreamID{Source: srcB, Session: sessA, Incarnation: 1}
+	b := StreamID{Source: srcB, Session: sessA, Incarnation: 2}
 	require.Equal(t, []Loss{{Stream: b, From: 2, To: 3}, {Stream: b, From: 7, To: 8}}, h.losses)
 	require.Equal(t, []wire.Seq{1, 3, 4, 5, 6}, h.seqs(srcB, sessA))
 	require.Empty(t, h.reqs, "B never asked: A stayed live")

@@ -17,7 +17,7 @@ import (
 func TestReorderFullGivesUpStalledGap(t *testing.T) {
 	const bound = 4
 	h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 3+bound; s++ {
 		h.feed(srcA, pkt(sessA, s, 1))
@@ -42,7 +42,7 @@ func TestReorderFullGivesUpStalledGap(t *testing.T) {
 // catches up once a second packet confirms the jump; a lone wild sequence
 // costs one dropped packet and nothing else.
 func TestResync(t *testing.T) {
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	t.Run("confirmed", func(t *testing.T) {
 		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
 		h.feed(srcA, pkt(sessA, 1, 2))
@@ -129,7 +129,7 @@ func TestReorderBytesBound(t *testing.T) {
 		size += len(pkt(sessA, s, 1))
 	}
 	h := newHarness(t, Config{ReorderPackets: 100, ReorderBytes: size})
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 6; s++ {
 		h.feed(srcA, pkt(sessA, s, 1))

@@ -32,7 +32,7 @@ func req(s wire.Session, seq wire.Seq, n uint16) wire.Request {
 
 func TestNAKRecoversGap(t *testing.T) {
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, pkt(sessA, 5, 2))
 	require.Equal(t, []Gap{{id, 3, 5}}, h.gaps)
@@ -71,7 +71,7 @@ func TestNAKRecoversGap(t *testing.T) {
 
 func TestNAKRetriesThenLoss(t *testing.T) {
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, pkt(sessA, 5, 2))
 	found := h.now
@@ -110,7 +110,7 @@ func TestLossExactRange(t *testing.T) {
 	cfg := testNAK()
 	cfg.MaxPending = 3
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: cfg})
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1))  // gap [2,3): tracked
 	h.feed(srcA, pkt(sessA, 10, 1)) // gap [4,10): 6 more than MaxPending allows: lost at once
@@ -129,7 +129,7 @@ func TestLossExactRange(t *testing.T) {
 
 func TestLossStop(t *testing.T) {
 	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK(), LossPolicy: LossStop})
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 2))
 	h.runUntil(h.now.Add(time.Second))
@@ -170,7 +170,7 @@ func TestTailLossHeartbeat(t *testing.T) {
 
 func TestEndOfSessionAfterLoss(t *testing.T) {
 	h := newHarness(t, Config{NAK: testNAK()}) // no retransmitter
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, eos(sessA, 6)) // 3..5 lost at the tail
 	h.runUntil(h.now.Add(time.Second))
@@ -180,7 +180,7 @@ func TestEndOfSessionAfterLoss(t *testing.T) {
 
 func TestNoRetransmitterDeclaresLoss(t *testing.T) {
 	h := newHarness(t, Config{NAK: nak.Config{Deadline: 50 * time.Millisecond}})
-	id := StreamID{Source: srcA, Session: sessA}
+	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1))
 	found := h.now
@@ -206,7 +206,7 @@ func TestBoundedGap(t *testing.T) {
 	})
 	t.Run("beyond-MaxPending-lost-at-once", func(t *testing.T) {
 		h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK(), MaxGap: 1 << 41})
-		id := StreamID{Source: srcA, Session: sessA}
+		id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, hb(sessA, far))
 		require.Equal(t, []Gap{{id, 2, far}}, h.gaps)
@@ -251,7 +251,7 @@ func abHarness(t *testing.T, cfg Config) (*harness, func(src netip.AddrPort, b [
 
 func TestABCore(t *testing.T) {
 	h, feedB := abHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
-	id := StreamID{Session: sessA}
+	id := StreamID{Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	feedB(srcB, pkt(sessA, 1, 2))  // the B copy: a duplicate
 	h.feed(srcA, pkt(sessA, 5, 1)) // A lost 3..4
@@ -408,7 +408,7 @@ func setSeq(b []byte, seq wire.Seq) {
 // had, which must be reported lost, each in order; every stream must end.
 func TestRandomizedRecovery(t *testing.T) {
 	// Repairs are matched by session, so each stream has its own.
-	ids := []StreamID{{Source: srcA, Session: sessA}, {Source: srcB, Session: sessB}, {Source: netip.MustParseAddrPort("127.0.0.3:40003"), Session: mustSession("SESSC")}}
+	ids := []StreamID{{Source: srcA, Session: sessA, Incarnation: 1}, {Source: srcB, Session: sessB, Incarnation: 1}, {Source: netip.MustParseAddrPort("127.0.0.3:40003"), Session: mustSession("SESSC"), Incarnation: 1}}
 	type packet struct {
 		id      StreamID
 		seq     wire.Seq

@@ -119,7 +119,7 @@ func (f *feed) end() {
 	require.NoError(f.t, f.conn.WriteTo(wire.AppendEndOfSession(nil, f.sess, f.next), f.group))
 }
 func (f *feed) id() subscriber.StreamID {
-	return subscriber.StreamID{Source: f.conn.LocalAddr(), Session: f.sess}
+	return subscriber.StreamID{Source: f.conn.LocalAddr(), Session: f.sess, Incarnation: 1}
 }
 
 // sink records a subscriber's callbacks, checking order and content.
@@ -654,7 +654,7 @@ func TestABFeeds(t *testing.T) {
 	}
 	pa.end()
 	pb.end()
-	id := subscriber.StreamID{Session: sess1}
+	id := subscriber.StreamID{Session: sess1, Incarnation: 1}
 	eventually(t, func() bool { k.mu.Lock(); defer k.mu.Unlock(); return k.ends[id] == n+1 }, "the end of session, after the losses")
 	k.check(t)
 	mu.Lock()

@@ -75,7 +75,7 @@ func (p *testPub) send(dgs [][]byte, wait func(sent int)) {
 }
 
 func (p *testPub) id() StreamID {
-	return StreamID{Source: p.conn.LocalAddr(), Session: p.sess}
+	return StreamID{Source: p.conn.LocalAddr(), Session: p.sess, Incarnation: 1}
 }
 
 // collector records what a Subscriber's callbacks report, checking order

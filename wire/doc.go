@@ -36,6 +36,18 @@
 //
 // The layout constants below are part of the wire format; do not change them.
 //
+// # Streams and incarnations
+//
+// StreamID is the one identity of a stream across the bus: source
+// address and port, session, and incarnation (numbered from 1; 0 is
+// NoIncarnation). StreamPos.Fit is the one rule for when a stream starts a
+// new incarnation: its own source's sequence goes back in a way
+// reordering does not explain (to 1, in a heartbeat, or more than
+// RestartDistance back), or data follows its end of session; a session
+// from a new source address or port is another stream altogether. The
+// subscriber, the recorder (through the subscriber's StreamID) and the
+// capture importer apply it.
+//
 // # Usage
 //
 //	var enc wire.Encoder

@@ -347,45 +347,51 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	var lossy []float64 // --with-loss: mdbus again at each --loss
+	if *withLoss {
+		lossy = losses
+	}
+	rm := bench.RunMatrix{Systems: sys, Sizes: szs, Rates: rs, Modes: modes, Subscribers: *subs, Processes: *procs, Losses: lossy}
+	var (
+		tput []bench.ThroughputCase
+		lat  []bench.LatencyCase
+		capa []bench.CapacityCase
+	)
+	switch mode {
+	case "capacity":
+		matrix.Sizes = szs
+		capa = bench.CapacityCases(matrix)
+		for i := range capa {
+			capa[i].Search = bench.SearchConfig{Resolution: *resolution, MaxProbes: *maxProbes, Budget: *budget}
+			capa[i].Probe = *probe
+		}
+		prog.total, prog.atMost = len(capa)*(*maxProbes), true
+	case "throughput":
+		tput = bench.ThroughputCases(rm)
+	case "latency":
+		lat = bench.LatencyCases(rm)
+	case "raw": // throughput flat out, then latency unless a rate is max
+		rm.Losses = nil
+		tput = bench.ThroughputCases(bench.RunMatrix{Systems: sys, Sizes: szs, Rates: []float64{0}, Subscribers: *subs, Processes: *procs})
+		if *rates == "" {
+			rm.Rates = []float64{bench.DefaultLatencyRate}
+		}
+		if !containsZero(rm.Rates) {
+			lat = bench.LatencyCases(rm)
+		}
+	}
+	if mode != "capacity" {
+		prog.total = len(tput) + len(lat)
+	}
 	var runErr error
 	prog.start = time.Now()
 	switch mode {
 	case "capacity":
-		matrix.Sizes = szs
-		prog.total, prog.atMost = len(bench.CapacityCases(matrix))*(*maxProbes), true
-	case "throughput":
-		prog.total = countThroughput(sys, szs, rs, *withLoss)
-	case "latency":
-		prog.total = countLatency(sys, szs, rs, modes, *withLoss)
-	case "raw":
-		prog.total = countThroughput(sys, szs, []float64{0}, false)
-		lr := rs
-		if *rates == "" {
-			lr = []float64{bench.DefaultLatencyRate}
-		}
-		if !containsZero(lr) {
-			prog.total += countLatency(sys, szs, lr, modes, false)
-		}
-	}
-	switch mode {
-	case "capacity":
-		matrix.Sizes = szs
-		sc := bench.SearchConfig{Resolution: *resolution, MaxProbes: *maxProbes, Budget: *budget}
-		runErr = benchCapacity(ctx, b, matrix, sc, *probe)
-	case "throughput":
-		runErr = benchThroughput(ctx, b, sys, szs, rs, *subs, *procs, *withLoss, losses)
-	case "latency":
-		runErr = benchLatency(ctx, b, sys, szs, rs, modes, *subs, *procs, *withLoss, losses)
-	case "raw":
-		runErr = benchThroughput(ctx, b, sys, szs, []float64{0}, *subs, *procs, false, nil)
+		runErr = b.RunCapacity(ctx, capa)
+	case "throughput", "latency", "raw":
+		runErr = b.RunThroughput(ctx, tput)
 		if runErr == nil {
-			lr := rs
-			if *rates == "" {
-				lr = []float64{bench.DefaultLatencyRate}
-			}
-			if !containsZero(lr) {
-				runErr = benchLatency(ctx, b, sys, szs, lr, modes, *subs, *procs, false, nil)
-			}
+			runErr = b.RunLatency(ctx, lat)
 		}
 	case "goals":
 		gc := bench.GoalsConfig{
@@ -498,61 +504,6 @@ func (p *benchProgress) run(name string, planned time.Duration) {
 	fmt.Fprintf(p.w, "mdbus bench: %s: %s (%v); elapsed %v, ETA %s\n", place, name, planned, el.Round(time.Second), eta)
 }
 
-// countThroughput is how many runs benchThroughput makes.
-func countThroughput(sys []bench.System, szs []bench.Sizes, rs []float64, withLoss bool) int {
-	n := len(szs) * len(rs) * len(sys)
-	if withLoss && slices.Contains(sys, bench.Mdbus) {
-		n += len(szs) * len(rs)
-	}
-	return n
-}
-
-// countLatency is how many runs benchLatency makes.
-func countLatency(sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, withLoss bool) int {
-	per := 0 // runs per size
-	for i := range rs {
-		for _, m := range modes {
-			if m == bench.PingPong && i > 0 {
-				continue
-			}
-			per += len(sys)
-			if withLoss && slices.Contains(sys, bench.Mdbus) {
-				per++
-			}
-		}
-	}
-	return per * len(szs)
-}
-
-// benchThroughput runs every size × rate × system; mdbus runs again with
-// loss when asked. It stops at the first interruption.
-func benchThroughput(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, subs int, procs, withLoss bool, losses []float64) error {
-	var errs []error
-	for _, sz := range szs {
-		for _, r := range rs {
-			for _, s := range sys {
-				if ctx.Err() != nil {
-					return nil
-				}
-				_, err := b.Throughput(ctx, bench.ThroughputCase{System: s, Sizes: sz, Rate: r, Subscribers: subs, Processes: procs})
-				if err != nil && ctx.Err() == nil {
-					errs = append(errs, err)
-				}
-				for _, loss := range losses {
-					if s != bench.Mdbus || !withLoss || ctx.Err() != nil {
-						break
-					}
-					_, err := b.Throughput(ctx, bench.ThroughputCase{System: s, Sizes: sz, Rate: r, Subscribers: subs, Processes: procs, Loss: loss})
-					if err != nil && ctx.Err() == nil {
-						errs = append(errs, err)
-					}
-				}
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // capacityMatrix parses the capacity flags.
 func capacityMatrix(payloads, subCounts string, sys []bench.System) (bench.CapacityMatrix, error) {
 	m := bench.CapacityMatrix{Systems: sys}
@@ -571,57 +522,6 @@ func capacityMatrix(payloads, subCounts string, sys []bench.System) (bench.Capac
 		m.Subscribers = append(m.Subscribers, n)
 	}
 	return m, nil
-}
-
-// benchCapacity searches every cell of m; it stops at the first
-// interruption.
-func benchCapacity(ctx context.Context, b *bench.Bench, m bench.CapacityMatrix, sc bench.SearchConfig, probe time.Duration) error {
-	var errs []error
-	for _, c := range bench.CapacityCases(m) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		c.Search, c.Probe = sc, probe
-		if _, err := b.Capacity(ctx, c); err != nil && ctx.Err() == nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func benchLatency(ctx context.Context, b *bench.Bench, sys []bench.System, szs []bench.Sizes, rs []float64, modes []string, subs int, procs, withLoss bool, losses []float64) error {
-	var errs []error
-	for _, sz := range szs {
-		for i, r := range rs {
-			for _, m := range modes {
-				if m == bench.PingPong && i > 0 {
-					continue // a closed loop has no offered rate: once per size
-				}
-				for _, s := range sys {
-					if ctx.Err() != nil {
-						return nil
-					}
-					c := bench.LatencyCase{System: s, Mode: m, Sizes: sz, Rate: r}
-					if m == bench.OneWay {
-						c.Subscribers, c.Processes = subs, procs
-					}
-					if _, err := b.Latency(ctx, c); err != nil && ctx.Err() == nil {
-						errs = append(errs, err)
-					}
-					for _, loss := range losses {
-						if s != bench.Mdbus || !withLoss || m == bench.PingPong || ctx.Err() != nil {
-							break
-						}
-						c.Loss = loss
-						if _, err := b.Latency(ctx, c); err != nil && ctx.Err() == nil {
-							errs = append(errs, err)
-						}
-					}
-				}
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func benchChart(out string, inputs []string, stdout io.Writer) error {

@@ -180,9 +180,9 @@ func TestBenchProgress(t *testing.T) {
 
 	sys := []bench.System{bench.Mdbus, bench.Raw}
 	szs := []bench.Sizes{{}, {}}
-	require.Equal(t, 2*3*2+2*3, countThroughput(sys, szs, []float64{1, 2, 3}, true))
+	require.Len(t, bench.ThroughputCases(bench.RunMatrix{Systems: sys, Sizes: szs, Rates: []float64{1, 2, 3}, Losses: []float64{0.01}}), 2*3*2+2*3)
 	// Per size: rtt at each of 2 rates and ping-pong once, for 2 systems.
-	require.Equal(t, 2*(2*2+2), countLatency(sys, szs, []float64{1, 2}, []string{bench.RoundTrip, bench.PingPong}, false))
+	require.Len(t, bench.LatencyCases(bench.RunMatrix{Systems: sys, Sizes: szs, Rates: []float64{1, 2}, Modes: []string{bench.RoundTrip, bench.PingPong}}), 2*(2*2+2))
 }
 
 // FuzzParseNumber: any flag value gives a finite, non-negative number or

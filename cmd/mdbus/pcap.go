@@ -496,7 +496,7 @@ are merged in packet time order, as they were on the wire.`)
 		return err
 	}
 	defer j.Close()
-	var ids []journal.StreamID
+	var ids []wire.StreamID
 	for _, in := range j.Streams() {
 		if (*session == "" || in.ID.Session == sess) && (!src.IsValid() || in.ID.Source == src) && (*inc == 0 || in.ID.Incarnation == uint32(*inc)) {
 			ids = append(ids, in.ID)

@@ -124,7 +124,7 @@ func TestPcapImportBounds(t *testing.T) {
 		code  int
 		want  []string
 	}{
-		{"copies", 5_000, true, nil, 0, []string{"1 messages appended", "4999 duplicates", "#1 (new)"}},
+		{"copies", 5_000, true, nil, 0, []string{"1 messages appended", "4999 duplicates", "BOUND@10.1.2.3:40000 (new)"}},
 		// Beyond the default --max-streams (1,000) the rest is refused,
 		// counted, and the exit status is 1.
 		{"sessions", 4_000, false, nil, 1, []string{"1000 messages appended", "refused: 3000 incarnations (3000 messages)"}},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/oneway"
+	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/tools/counters"
@@ -177,13 +178,14 @@ slot.`)
 		sinks = append(sinks, cache)
 		env.log.Info("answering re-requests", "addr", srv.Addr().String())
 	}
-	var pj *pubJournal
-	if j, err := jf.open(); err != nil || j != nil {
-		if err != nil {
-			return err
-		}
-		pj = &pubJournal{j: j}
-		sinks = append(sinks, pj)
+	jr, err := jf.open() // pub --journal: nil without
+	if err != nil {
+		return err
+	}
+	var jsink *journal.Sink
+	if jr != nil {
+		jsink = journal.NewSink(jr)
+		sinks = append(sinks, jsink)
 	}
 	pubRate, inline := *rate, false
 	if *syn {
@@ -196,24 +198,29 @@ slot.`)
 		Linger: *linger, Inline: inline, Sinks: sinks, Grace: *grace, Logger: env.log, DisableGSO: *noGSO,
 	})
 	if err != nil {
-		if pj != nil {
-			pj.j.Close()
+		if jr != nil {
+			jr.Close()
 		}
 		return err
 	}
-	if pj != nil {
-		if err := pj.start(pub); err != nil {
+	// The journal's stream and the journal end after pub is closed.
+	endJournal := func() error {
+		if jr == nil {
+			return nil
+		}
+		return errors.Join(jsink.End(pub.NextSeq()), jr.Close())
+	}
+	if jr != nil {
+		if err := jsink.Start(pub.Session(), pub.LocalAddr(), pub.NextSeq()); err != nil {
 			pub.Close()
-			pj.finish(pub)
-			return err
+			endJournal()
+			return fmt.Errorf("journal session %s: %w", pub.Session(), err)
 		}
 	}
 	ops, err := startOps("pub")
 	if err != nil {
 		pub.Close()
-		if pj != nil {
-			pj.finish(pub)
-		}
+		endJournal()
 		return err
 	}
 	defer ops.Close()
@@ -236,9 +243,7 @@ slot.`)
 		}
 	}
 	cerr := pub.Close() // flushes and sends end of session
-	if pj != nil {
-		cerr = errors.Join(cerr, pj.finish(pub))
-	}
+	cerr = errors.Join(cerr, endJournal())
 	st := pub.Stats()
 	attrs := []any{"session", pub.Session().String(), "published", sent, "messages", st.Messages, "packets", st.Packets,
 		"bytes", st.Bytes, "heartbeats", st.Heartbeats, "send_errors", st.SendErrors, "next_seq", uint64(pub.NextSeq()),

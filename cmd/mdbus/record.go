@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/mdbus/mdbus/journal"
-	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/tools/counters"
@@ -187,39 +184,4 @@ journal back with mdbus replay.`)
 			}
 		}
 	}
-}
-
-// pubJournal is the Sink of pub --journal: the journal writer is created
-// once the publication has a session and a source port, before the first
-// message is published (the publisher offers sinks data packets only).
-type pubJournal struct {
-	j *journal.Journal
-	w atomic.Pointer[journal.Writer]
-}
-
-func (p *pubJournal) SentPacket(pkt []byte) {
-	if w := p.w.Load(); w != nil {
-		w.SentPacket(pkt)
-	}
-}
-
-// start creates the writer for pub's session.
-func (p *pubJournal) start(pub *publisher.Publication) error {
-	w, err := p.j.Create(pub.Session(), pub.LocalAddr(), pub.NextSeq())
-	if err != nil {
-		return fmt.Errorf("journal session %s: %w", pub.Session(), err)
-	}
-	p.w.Store(w)
-	return nil
-}
-
-// finish records the end of session after pub was closed, and closes the
-// writer and the journal.
-func (p *pubJournal) finish(pub *publisher.Publication) error {
-	var errs []error
-	if w := p.w.Load(); w != nil {
-		errs = append(errs, w.Err(), w.End(pub.NextSeq()), w.Close())
-	}
-	errs = append(errs, p.j.Close())
-	return errors.Join(errs...)
 }

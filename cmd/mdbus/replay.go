@@ -116,7 +116,14 @@ core per packet (up to --spin, yielding, elsewhere).`)
 	if err != nil {
 		return err
 	}
-	rng := recordRange{j: j, id: id, from: wire.Seq(*from), fromNS: fromNS, to: wire.Seq(*to), toNS: toNS}
+	span := journal.Span{From: wire.Seq(*from), Last: wire.Seq(*to), FromTime: fromNS, ToTime: toNS}
+	open := func() (replay.Source, error) {
+		r, err := j.OpenSpan(id, span)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
 	pace := replay.Config{Speed: *speed, Rate: *rate, PPS: *pps, Mbps: *mbps, Max: *maxPace, Spin: *spin}
 	if *printFmt != "" && len(paces) == 0 {
 		pace.Max = true
@@ -124,25 +131,10 @@ core per packet (up to --spin, yielding, elsewhere).`)
 	if *spin == 0 {
 		pace.Spin = -1
 	}
-	opts := replay.Options{Open: rng.open, Loop: loop.forever, Passes: loop.n, ProgressEvery: *progress}
+	opts := replay.Options{Open: open, Loop: loop.forever, Passes: loop.n, ProgressEvery: *progress}
 	for _, st := range j.Streams() {
-		if st.ID != id || st.Next <= st.First {
-			continue
-		}
-		// What the progress line's ETA needs: the range's size, or the
-		// time of its last record.
-		first, last := max(st.First, rng.from), st.Next-1
-		if rng.to != 0 {
-			last = min(last, rng.to)
-		}
-		if fromNS == 0 && toNS == 0 && last >= first {
-			opts.Total = uint64(last-first) + 1
-		}
-		if rng.to == 0 {
-			opts.LastTime = st.LastTime
-			if toNS != 0 {
-				opts.LastTime = min(toNS, st.LastTime)
-			}
+		if st.ID == id { // what the progress line's ETA needs
+			opts.Total, opts.LastTime = span.Extent(st)
 		}
 	}
 	if *progress > 0 {
@@ -327,11 +319,11 @@ func joinLoopCount(args []string) []string {
 
 // pickStream finds the newest incarnation of session, or of the only
 // session in the journal.
-func pickStream(j *journal.Journal, session string) (journal.StreamID, error) {
+func pickStream(j *journal.Journal, session string) (wire.StreamID, error) {
 	if session != "" {
 		s, err := wire.ParseSession(session)
 		if err != nil {
-			return journal.StreamID{}, usageErr("--session: %v", err)
+			return wire.StreamID{}, usageErr("--session: %v", err)
 		}
 		id, ok := j.Latest(s, netip.AddrPort{})
 		if !ok {
@@ -340,7 +332,7 @@ func pickStream(j *journal.Journal, session string) (journal.StreamID, error) {
 		return id, nil
 	}
 	var sessions []string
-	var last journal.StreamID
+	var last wire.StreamID
 	seen := map[wire.Session]bool{}
 	for _, st := range j.Streams() {
 		if !seen[st.ID.Session] {
@@ -358,52 +350,6 @@ func pickStream(j *journal.Journal, session string) (journal.StreamID, error) {
 	}
 	return last, usageErr("the journal holds several sessions (%s): choose one with --session", strings.Join(sessions, ", "))
 }
-
-// recordRange opens a reader limited to the chosen range.
-type recordRange struct {
-	j        *journal.Journal
-	id       journal.StreamID
-	from, to wire.Seq // to inclusive; 0 = unbounded
-	fromNS   int64
-	toNS     int64
-}
-
-func (r recordRange) open() (replay.Source, error) {
-	rd, err := r.j.OpenReader(r.id)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case r.from != 0:
-		err = rd.SeekSeq(r.from)
-	case r.fromNS != 0:
-		err = rd.SeekTime(r.fromNS)
-	}
-	if err != nil {
-		rd.Close()
-		return nil, fmt.Errorf("seek: %w", err)
-	}
-	return &rangeSource{rd: rd, to: r.to, toNS: r.toNS}, nil
-}
-
-type rangeSource struct {
-	rd   *journal.Reader
-	to   wire.Seq
-	toNS int64
-}
-
-func (s *rangeSource) Next() (journal.Record, error) {
-	rec, err := s.rd.Next()
-	if err != nil {
-		return rec, err
-	}
-	if s.to != 0 && rec.Seq > s.to || s.toNS != 0 && rec.Time > s.toNS {
-		return journal.Record{}, io.EOF
-	}
-	return rec, nil
-}
-
-func (s *rangeSource) Close() error { return s.rd.Close() }
 
 // parseTimeFlag parses RFC 3339 or integer ns since the epoch; empty is 0.
 func parseTimeFlag(name, v string) (int64, error) {

@@ -51,10 +51,14 @@
 // An Importer journals the events of one or more captures. Each (source
 // address and port, session) is a stream:
 //
-//   - a data packet or heartbeat at sequence 1 after later sequences, or
-//     data after an end of session, starts a new incarnation, unless the
-//     packet is a byte-for-byte copy of the one that began the current
-//     incarnation (a SPAN port or a second tap): that is a duplicate;
+//   - a packet the incarnation rule every role applies (wire.StreamPos.Fit)
+//     calls a restart (data or a heartbeat back at sequence 1, a heartbeat
+//     going back, data more than wire.RestartDistance back), or data after
+//     an end of session other than a late copy, starts a new incarnation
+//     at once (a capture is trusted: a live subscriber waits for a second
+//     packet to confirm), unless the packet is a byte-for-byte copy of the
+//     one that began the current incarnation (a SPAN port or a second
+//     tap): that is a duplicate;
 //   - messages below the stream's next sequence are duplicates, skipped;
 //   - a packet beyond the next sequence is held (up to Reorder packets
 //     per stream, 64 by default, and ReorderBytes over all) in case the

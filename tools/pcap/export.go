@@ -63,15 +63,15 @@ type ExportStats struct {
 // the stream has ended and the selection reaches its end, an end-of-session
 // packet follows, stamped with the last record's time. Nothing is
 // allocated per record.
-func Export(w *Writer, j *journal.Journal, id journal.StreamID, cfg ExportConfig) (ExportStats, error) {
-	st, err := ExportStreams(w, j, []journal.StreamID{id}, cfg)
+func Export(w *Writer, j *journal.Journal, id wire.StreamID, cfg ExportConfig) (ExportStats, error) {
+	st, err := ExportStreams(w, j, []wire.StreamID{id}, cfg)
 	return st[0], err
 }
 
 // ExportStreams exports several streams as Export does, merged into one
 // capture in packet time order (ties keep the order of ids), as they were
 // on the wire. It returns each stream's counts, in the order of ids.
-func ExportStreams(w *Writer, j *journal.Journal, ids []journal.StreamID, cfg ExportConfig) ([]ExportStats, error) {
+func ExportStreams(w *Writer, j *journal.Journal, ids []wire.StreamID, cfg ExportConfig) ([]ExportStats, error) {
 	stats := make([]ExportStats, len(ids))
 	if !cfg.Group.IsValid() {
 		cfg.Group = DefaultExportGroup
@@ -128,7 +128,7 @@ func ExportStreams(w *Writer, j *journal.Journal, ids []journal.StreamID, cfg Ex
 // packer turns one stream's records into MoldUDP64 packets, one at a
 // time: pkt and time hold the current one while ok.
 type packer struct {
-	id          journal.StreamID
+	id          wire.StreamID
 	j           *journal.Journal
 	r           *journal.Reader
 	cfg         ExportConfig
@@ -150,7 +150,7 @@ type packer struct {
 	ok          bool
 }
 
-func newPacker(j *journal.Journal, id journal.StreamID, cfg ExportConfig, st *ExportStats) (*packer, error) {
+func newPacker(j *journal.Journal, id wire.StreamID, cfg ExportConfig, st *ExportStats) (*packer, error) {
 	v6 := !cfg.Group.Addr().Is4()
 	src := cfg.Source
 	if !src.IsValid() {
@@ -285,7 +285,7 @@ func (p *packer) advance() error {
 	return nil
 }
 
-func streamInfo(j *journal.Journal, id journal.StreamID) (journal.StreamInfo, bool) {
+func streamInfo(j *journal.Journal, id wire.StreamID) (journal.StreamInfo, bool) {
 	for _, in := range j.Streams() {
 		if in.ID == id {
 			return in, true

@@ -103,7 +103,7 @@ func (g Gap) String() string {
 
 // StreamSummary describes what one import did to one journal incarnation.
 type StreamSummary struct {
-	ID journal.StreamID
+	ID wire.StreamID
 	// Created is true when the import started the incarnation, false when
 	// it continued or matched one already in the journal.
 	Created bool
@@ -143,7 +143,7 @@ type streamKey struct {
 // istream is the import state of one (source, session) of the capture.
 type istream struct {
 	key      streamKey
-	id       journal.StreamID
+	id       wire.StreamID
 	w        *journal.Writer // nil while closed (MaxOpen) or ended
 	next     wire.Seq        // next expected sequence
 	heldNext wire.Seq        // messages below it were in the journal before
@@ -154,11 +154,19 @@ type istream struct {
 	sum      int             // index in stats.Streams; -1 when refused
 	used     uint64          // LRU clock
 	refused  bool            // over MaxStreams: this incarnation's data is counted, not journaled
+	// high is one past the highest sequence the capture's packets of
+	// this stream carried or announced (held ones included).
+	high wire.Seq
 	// first is a hash of the packet that began the incarnation at
 	// sequence 1 (has1): an identical packet later is a copy (a SPAN port,
 	// a second tap), not a restart.
 	first uint64
 	has1  bool
+}
+
+// pos is how far st has got, for the incarnation rule.
+func (st *istream) pos() wire.StreamPos {
+	return wire.StreamPos{High: max(st.high, st.next), Next: st.next, Ended: st.done}
 }
 
 // Importer journals the MoldUDP64 streams of captures: each (source,
@@ -171,7 +179,7 @@ type Importer struct {
 	j       *journal.Journal
 	cfg     ImportConfig
 	streams map[streamKey]*istream
-	used    map[journal.StreamID]bool // incarnations a capture stream of this import went to
+	used    map[wire.StreamID]bool // incarnations a capture stream of this import went to
 	// prior holds the journal's incarnations from before the import, by
 	// (source, session), oldest first: only those can be continued or
 	// matched (every one the import creates is used), and looking them
@@ -190,7 +198,7 @@ type Importer struct {
 
 // NewImporter returns an Importer writing to j.
 func NewImporter(j *journal.Journal, cfg ImportConfig) *Importer {
-	im := &Importer{j: j, cfg: cfg.withDefaults(), streams: make(map[streamKey]*istream), used: make(map[journal.StreamID]bool),
+	im := &Importer{j: j, cfg: cfg.withDefaults(), streams: make(map[streamKey]*istream), used: make(map[wire.StreamID]bool),
 		prior: make(map[streamKey][]journal.StreamInfo), made: make(map[streamKey]bool), seed: maphash.MakeSeed()}
 	for _, in := range j.Streams() { // oldest first
 		k := streamKey{src: in.ID.Source, session: in.ID.Session}
@@ -241,20 +249,26 @@ func (im *Importer) Add(ev Event) error {
 		im.stats.Heartbeats++
 		return im.heartbeat(st, p, ev)
 	}
+	fit := wire.Continues
+	if st != nil {
+		fit = st.pos().Fit(p.Header)
+		st.high = max(st.high, p.Next())
+	}
 	var h1 uint64
 	if p.Seq == 1 {
 		h1 = maphash.Bytes(im.seed, ev.Packet)
-		if st != nil && st.has1 && st.first == h1 && st.next > 1 {
+		if fit == wire.Restarts && st.has1 && st.first == h1 {
 			// The same bytes at the same sequence: a copy of the
 			// packet that began the incarnation, not a restart.
 			im.stats.Duplicates += uint64(p.Count)
 			return nil
 		}
 	}
-	if st != nil && !st.done && p.Seq == 1 && st.next > 1 {
+	if fit == wire.Restarts && !st.done {
 		// The publisher restarted under the same session: a new
 		// incarnation (a retransmission would come from the
-		// retransmitter's address, not the feed's source).
+		// retransmitter's address, not the feed's source). A capture
+		// is trusted: one packet suffices.
 		if err := im.closeStream(st); err != nil {
 			return err
 		}
@@ -271,7 +285,7 @@ func (im *Importer) Add(ev Event) error {
 		}
 		st.broken = true
 	}
-	if st != nil && st.done && p.Seq > 1 && p.Next() <= st.next {
+	if st != nil && st.done && fit == wire.Repeats && p.Next() <= st.next {
 		// A repeat from before the end (a retransmission in the grace
 		// period); sequence 1 again is a restart.
 		im.stats.Duplicates += uint64(p.Count)
@@ -487,7 +501,9 @@ func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
 		im.stats.Orphans++
 		return nil
 	}
-	if p.Seq == 1 && st.next > 1 { // restarted, nothing sent yet
+	fit := st.pos().Fit(p.Header)
+	st.high = max(st.high, p.Next())
+	if fit == wire.Restarts { // restarted
 		return im.closeStream(st)
 	}
 	if p.Seq > st.next && !st.broken {
@@ -614,7 +630,7 @@ func (im *Importer) create(st *istream, first wire.Seq) error {
 // this import, preferring one whose record also has the captured time),
 // or the newest, when its next sequence is seq and it has not ended (the
 // capture continues an earlier one).
-func (im *Importer) match(key streamKey, seq wire.Seq, msg []byte, ts int64) (journal.StreamID, journal.StreamInfo, bool, error) {
+func (im *Importer) match(key streamKey, seq wire.Seq, msg []byte, ts int64) (wire.StreamID, journal.StreamInfo, bool, error) {
 	infos := im.prior[key] // oldest first
 	var (
 		found  journal.StreamInfo
@@ -627,7 +643,7 @@ func (im *Importer) match(key streamKey, seq wire.Seq, msg []byte, ts int64) (jo
 		}
 		same, sameTime, err := im.holds(in.ID, seq, msg, ts)
 		if err != nil {
-			return journal.StreamID{}, journal.StreamInfo{}, false, err
+			return wire.StreamID{}, journal.StreamInfo{}, false, err
 		}
 		if same && (!ok || sameTime && !timeOK) {
 			found, ok, timeOK = in, true, sameTime
@@ -645,12 +661,12 @@ func (im *Importer) match(key streamKey, seq wire.Seq, msg []byte, ts int64) (jo
 			return in.ID, in, true, nil
 		}
 	}
-	return journal.StreamID{}, journal.StreamInfo{}, false, nil
+	return wire.StreamID{}, journal.StreamInfo{}, false, nil
 }
 
 // holds reports whether stream id's record seq is msg, and whether it
 // also has time ts.
-func (im *Importer) holds(id journal.StreamID, seq wire.Seq, msg []byte, ts int64) (same, sameTime bool, err error) {
+func (im *Importer) holds(id wire.StreamID, seq wire.Seq, msg []byte, ts int64) (same, sameTime bool, err error) {
 	r, err := im.j.OpenReader(id)
 	if err != nil {
 		return false, false, err

@@ -710,3 +710,33 @@ func TestFirstTime(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 }
+
+// TestImportFollowsTheIncarnationRule: the importer applies the rule the
+// subscriber applies (wire.StreamPos.Fit): data more than
+// wire.RestartDistance back is a restart, not a late duplicate, and a
+// heartbeat going back ends the incarnation.
+func TestImportFollowsTheIncarnationRule(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	far := int(wire.RestartDistance) + 100
+	frames := feed(t, src4, "FAR", t0, [2]int{far, 3}, [2]int{10, 2}, [2]int{12, 1})
+	j := openJournal(t)
+	st, err := importBytes(t, j, ImportConfig{}, writePcap(t, LinkEthernet, true, frames...))
+	require.NoError(t, err)
+	require.Zero(t, st.Duplicates)
+	view := journalView(t, j)
+	require.Len(t, view, 2, "the far jump back starts a new incarnation")
+	require.Equal(t, uint32(2), view[1].Inc)
+	require.Len(t, view[1].Recs, 3)
+	require.Equal(t, "FAR/10", view[1].Recs[0].Data)
+
+	frames = feed(t, src4, "HB", t0, [2]int{1, 5})
+	frames = append(frames, frame{ts: t0.Add(time.Second), data: ethernet(ipUDP(t, src4, dst4, wire.AppendHeartbeat(nil, session(t, "HB"), 3)))})
+	frames = append(frames, feed(t, src4, "HB", t0.Add(2*time.Second), [2]int{3, 2})...)
+	j = openJournal(t)
+	st, err = importBytes(t, j, ImportConfig{}, writePcap(t, LinkEthernet, true, frames...))
+	require.NoError(t, err)
+	require.Zero(t, st.Duplicates, "after the heartbeat went back, 3..4 are the new run's")
+	view = journalView(t, j)
+	require.Len(t, view, 2)
+	require.Len(t, view[1].Recs, 2)
+}
