@@ -112,7 +112,12 @@ func TestMalformedInterleaved(t *testing.T) {
 		}
 	}
 	flush()
-	time.Sleep(200 * time.Millisecond)
+	// Wait until the relay has read every line (a loaded host can be
+	// seconds behind), bounded: three valid metrics and one bad line each.
+	require.Eventually(t, func() bool {
+		st := p.relay.Stats()
+		return st.BadTotal >= uint64(nBad) && st.Metrics >= 3*uint64(nBad)
+	}, 20*time.Second, 10*time.Millisecond, "the relay reads every line")
 	rs := p.relay.Stats()
 	p.finish(t, 20*time.Second)
 	tot := p.recs[0].totals()
