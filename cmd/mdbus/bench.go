@@ -183,13 +183,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if *subs < 1 || *subs > bench.MaxSubscribers {
 		return usageErr("--subs %d: want 1 to %d", *subs, bench.MaxSubscribers)
 	}
-	var losses []float64
-	for _, f := range strings.Split(*lossList, ",") {
-		l, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || !(l > 0) || l > 0.5 {
-			return usageErr("--loss %q: want fractions above 0 and at most 0.5, comma-separated", *lossList)
-		}
-		losses = append(losses, l)
+	losses, err := parseLosses(*lossList)
+	if err != nil {
+		return err
 	}
 	loss := &losses[0] // goals take the first
 	var sys []bench.System

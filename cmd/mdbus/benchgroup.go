@@ -54,13 +54,9 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		subs = append(subs, n)
 	}
-	var losses []float64
-	for _, f := range strings.Split(*lossList, ",") {
-		l, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || !(l > 0) || l > 0.5 {
-			return usageErr("--loss %q: want fractions above 0 and at most 0.5, comma-separated", *lossList)
-		}
-		losses = append(losses, l)
+	losses, err := parseLosses(*lossList)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "%-5s %-5s %8s %9s %9s %10s %10s %6s %8s\n", "loss", "subs", "lost-pkt", "req/loss", "rep/loss", "rec-p50", "rec-p99", "lost", "complete")
 	port := g.Port()
@@ -87,4 +83,18 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// parseLosses parses --loss: loss fractions above 0 and at most 0.5,
+// comma-separated.
+func parseLosses(list string) ([]float64, error) {
+	var losses []float64
+	for _, f := range strings.Split(list, ",") {
+		l, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(l > 0) || l > 0.5 {
+			return nil, usageErr("--loss %q: want fractions above 0 and at most 0.5, comma-separated", list)
+		}
+		losses = append(losses, l)
+	}
+	return losses, nil
 }
