@@ -130,8 +130,9 @@
 // before it; it is answered as they refill, oldest first, skipping a
 // requester whose own bucket is dry. A request for messages a source
 // does not hold yet but expects next (a subscriber can see a gap before
-// a rewinder beside it has cached the packets after it) is held up to
-// 250 ms too. Only a full queue, or a range that is gone, refuses.
+// a rewinder beside it has cached the packets after it), or of a session
+// no source has seen yet, is held up to a second (the NAK deadline) too.
+// Only a full queue, or a range that is gone, refuses.
 //
 // The buckets follow the feed: every 100 ms the server measures the bytes
 // its caches were given (the feed's rate) and raises the global rate to

@@ -217,7 +217,12 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 		return
 	}
 	if !h.known(req.Session) {
-		h.refuse(ReasonUnknownSession)
+		// Perhaps not seen yet: held like a range not cached yet.
+		count := min(int(req.Count), h.cfg.maxPerRequest)
+		multicast := h.multi != nil && !h.cfg.unicastFirst
+		if !h.hold(now, req.Session, req.Seq, count, from, src, multicast) {
+			h.refuse(ReasonUnknownSession)
+		}
 		return
 	}
 	count := int(req.Count)

@@ -283,13 +283,24 @@ func FuzzHandler(f *testing.F) {
 		require.Equal(t, before.Requests+1, after.Requests)
 		answered := after.Answered - before.Answered
 		refused := after.Refused.Total() - before.Refused.Total()
-		require.Equal(t, uint64(1), answered+refused, "each request is answered or refused")
+		held := after.Deferred - before.Deferred
+		coalesced := after.Coalesced - before.Coalesced
+		require.Equal(t, uint64(1), answered+refused+held+coalesced, "each request is answered, refused, held or coalesced")
 
 		req, err := wire.ParseRequest(b)
 		if err == nil {
 			require.Equal(t, b, wire.AppendRequest(nil, req), "round trip")
 		}
-		sent := append(uni.sent, multi.sent...)
+		var sent []sentPacket
+		for _, p := range append(uni.sent, multi.sent...) {
+			if cf, err := wire.ParseConfirm(p.pkt); err == nil {
+				// A confirm: of the request, to its requester or the group.
+				require.True(t, p.to == from || p.to == group, "confirm to %v", p.to)
+				require.Equal(t, req.Session, cf.Session)
+				continue
+			}
+			sent = append(sent, p)
+		}
 		if len(sent) == 0 {
 			return
 		}

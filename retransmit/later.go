@@ -74,7 +74,8 @@ func (h *handler) serveLater(now monotime.Time) monotime.Time {
 	for ; i < len(h.later) && i < laterScan; i++ {
 		d := h.later[i]
 		msgs, r := h.answerConfirmed(now, d.session, d.seq, d.count, d.from, d.src, d.multicast)
-		if msgs > 0 || r != ReasonRateLimited && (r != ReasonOutOfRange || now.Sub(d.at) >= aheadHold || !h.ahead(d.session, d.seq)) {
+		wait := msgs == 0 && h.keepWaiting(now, d, r)
+		if !wait {
 			if rq := h.reqs.requester(now, requesterKey(d.src)); rq.held > 0 {
 				rq.held--
 			}
@@ -84,7 +85,7 @@ func (h *handler) serveLater(now monotime.Time) monotime.Time {
 			h.st.deferredAnswered.Add(1)
 			h.answered(now, d.session, d.seq, d.count, msgs)
 			continue
-		case r == ReasonRateLimited, r == ReasonOutOfRange && now.Sub(d.at) < aheadHold && h.ahead(d.session, d.seq):
+		case wait:
 			h.later[out] = d // still waiting
 			out++
 			if !h.global.Has(wire.HeaderLen + wire.MsgLenLen) {
@@ -92,6 +93,8 @@ func (h *handler) serveLater(now monotime.Time) monotime.Time {
 				goto done // nobody can be paid for: stop looking
 			}
 			continue
+		case !h.known(d.session):
+			h.refuse(ReasonUnknownSession) // never seen within aheadHold
 		default:
 			// Gone from the sources meanwhile (evicted), or failed.
 			h.refuse(r)
@@ -111,15 +114,32 @@ done:
 }
 
 // aheadHold is how long a request for messages the sources do not hold
-// yet (at or past the next they expect) is held before it is refused: a
-// subscriber can see a gap before a rewinder beside it has cached the
-// packets after it, and asking at once is not an error.
-const aheadHold = 250 * time.Millisecond
+// yet (at or past the next they expect, or of a session they have not
+// seen yet) is held before it is refused: a subscriber can see a gap
+// before a rewinder beside it has cached the packets after it, and asking
+// at once is not an error. A second: the NAK deadline, past which the
+// subscriber gives up anyway.
+const aheadHold = time.Second
 
 // aheadSpan bounds how far past the next expected sequence a request is
 // taken as "not yet held" (a subscriber's whole pending set, nak's
 // MaxPending default); farther is refused at once.
 const aheadSpan = 1 << 16
+
+// keepWaiting reports whether a held request that got nothing now (r)
+// stays held: the buckets could not pay, or what it asks for is not held
+// yet but may come (past what a source holds, or a session no source
+// knows yet: a subscriber can see the first packets before a rewinder
+// beside it), for up to aheadHold.
+func (h *handler) keepWaiting(now monotime.Time, d deferred, r Reason) bool {
+	switch {
+	case r == ReasonRateLimited:
+		return true
+	case r != ReasonOutOfRange || now.Sub(d.at) >= aheadHold:
+		return false
+	}
+	return !h.known(d.session) || h.ahead(d.session, d.seq)
+}
 
 // ahead reports whether seq is at or past the next sequence a source
 // expects for s: not held yet, rather than gone.
