@@ -841,8 +841,23 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 		i > 0 && s.held[i-1].end >= end {
 		return holdDuplicate
 	}
-	if len(s.held) >= c.cfg.reorder || c.cfg.reorderB > 0 && s.heldBytes+wire.HeaderLen+len(p.Body()) > c.cfg.reorderB {
-		return holdFull
+	for len(s.held) >= c.cfg.reorder || c.cfg.reorderB > 0 && s.heldBytes+wire.HeaderLen+len(p.Body()) > c.cfg.reorderB {
+		// Full. A packet older than the newest held brings delivery
+		// closer than that one does: the newest gives up its slot and
+		// is asked for again. Without this, a buffer filled by the live
+		// feed during a long gap refuses the very repairs that would
+		// drain it.
+		last := len(s.held) - 1
+		if last < 0 || !c.cfg.sendNAKs || s.held[last].seq <= seq {
+			return holdFull
+		}
+		ev := s.held[last]
+		c.recycle(s, ev.buf)
+		s.held[last] = heldPacket{}
+		s.held = s.held[:last]
+		c.st.Held--
+		c.st.ReorderEvicted++
+		c.gapFound(s, ev.seq, ev.end)
 	}
 	if s.heldBase == nil {
 		s.heldBase = make([]heldPacket, 0, c.cfg.reorder)

@@ -209,6 +209,10 @@ type Stats struct {
 	// UnverifiedRepairs counts the datagrams accepted from the repair
 	// group without a RepairSource to check them against.
 	UnverifiedRepairs uint64
+	// ReorderEvicted counts held packets given up to make room in a full
+	// reorder buffer for an older packet (a repair nearer delivery); their
+	// messages are asked for again.
+	ReorderEvicted uint64
 	// Held is the packets in reorder buffers now (all streams); HeldMax
 	// is the most one stream has held at once (at most
 	// Config.ReorderPackets).
