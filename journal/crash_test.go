@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -75,7 +76,7 @@ func TestCrashSafety(t *testing.T) {
 		t.Skip("in the child")
 	}
 	total, kills := 1_000_000, 20
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		total, kills = 100_000, 5
 	}
 	dir := t.TempDir()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/nak"
@@ -156,7 +157,7 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 	// suppression test does; the full-size run without -race keeps the
 	// defaults, which is what the acceptance asks.
 	var nc nak.Config
-	if raceEnabled {
+	if race.Enabled {
 		nc = nak.Config{Retry: 50 * time.Millisecond, MaxRetry: 500 * time.Millisecond, Deadline: 10 * time.Second}
 	}
 	var lost sync.Map

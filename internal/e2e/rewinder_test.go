@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/packetconn/impair"
@@ -31,7 +32,7 @@ func TestChildPublisher(t *testing.T) {
 		t.Skip("helper process for TestAcceptancePublisherCrash")
 	}
 	rate := 50_000.0
-	if raceEnabled {
+	if race.Enabled {
 		rate = 20_000 // the race detector slows every process of the test 5-10x
 	}
 	pub, err := publisher.New(publisher.Config{Group: netip.MustParseAddrPort(g), Session: "CRASHME",

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mdbus/mdbus/internal/race"
 )
 
 // envInt reads a size from the environment, else def (short under
@@ -18,7 +20,7 @@ func envInt(name string, def, short int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
 	}
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		return short
 	}
 	return def
