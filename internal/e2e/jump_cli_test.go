@@ -31,7 +31,11 @@ func TestCaptureJumpCLI(t *testing.T) {
 		var out, errb strings.Builder
 		sub.Stdout, sub.Stderr = &out, &errb
 		require.NoError(t, sub.Start())
-		time.Sleep(500 * time.Millisecond) // the subscriber joins; the capture has no history to ask for
+		// Real time, bounded: this subscriber logs nothing when it has
+		// joined, and the capture has no history to ask for, so a late
+		// join would lose the first message; 500 ms is a hundred times an
+		// idle host's start-up.
+		time.Sleep(500 * time.Millisecond)
 		imp := exec.Command(bin, "pcap", "import", capture, "--group", group, "--max")
 		b, err := imp.CombinedOutput()
 		require.NoError(t, err, "%s", b)

@@ -417,16 +417,11 @@ func TestAcceptanceABArbitration(t *testing.T) {
 			wantLost = append(wantLost, q)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll(30*time.Second, func() bool {
 		mu.Lock()
-		done := len(delivered)+len(lostSeqs) >= n
-		mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(delivered)+len(lostSeqs) >= n
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, wantLost, lostSeqs, "exactly the sequences both feeds lost are reported lost")

@@ -98,7 +98,10 @@ func TestReplayCLIPaces(t *testing.T) {
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	require.NoError(t, cmd.Start())
-	time.Sleep(time.Second) // a real-time run of the binary: let it loop
+	// Real time on purpose: the binary paces on the wall clock and prints
+	// its passes only at the end. A pass takes ~50 ms, so a second gives
+	// tens of them where the test needs two.
+	time.Sleep(time.Second)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	require.NoError(t, cmd.Wait())
 	out = buf.String()
