@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/sock"
@@ -49,29 +50,34 @@ func TestReceiverDeadlines(t *testing.T) {
 		require.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond)
 		require.Less(t, time.Since(start), time.Second)
 	})
+	// In a bubble: synctest.Wait returns once the reader is blocked, and
+	// the clock moves only when every goroutine waits on it, so an
+	// interrupted read that took no virtual time was not woken by a timer.
 	t.Run("deadline set from another goroutine interrupts a read with held datagrams", func(t *testing.T) {
-		f := newFake(t)
-		c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
-		require.NoError(t, err)
-		defer c.Close()
-		f.push(dataPacket(1, 1))
-		require.NoError(t, c.SetReadDeadline(time.Time{}))
-		done := make(chan error, 1)
-		go func() {
-			_, err := c.ReadBatch(sock.NewBatch(4, 2048))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		start := time.Now()
-		require.NoError(t, c.SetReadDeadline(time.Now()))
-		select {
-		case err := <-done:
-			require.True(t, sock.IsTimeout(err), "got %v", err)
-		case <-time.After(2 * time.Second):
-			t.Fatal("ReadBatch not interrupted by SetReadDeadline")
-		}
-		require.Less(t, time.Since(start), time.Second)
-		require.Equal(t, uint64(1), c.Stats().Held)
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(t)
+			c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
+			require.NoError(t, err)
+			defer c.Close()
+			f.push(dataPacket(1, 1))
+			require.NoError(t, c.SetReadDeadline(time.Time{}))
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.ReadBatch(sock.NewBatch(4, 2048))
+				done <- err
+			}()
+			synctest.Wait()
+			start := time.Now()
+			require.NoError(t, c.SetReadDeadline(time.Now()))
+			select {
+			case err := <-done:
+				require.True(t, sock.IsTimeout(err), "got %v", err)
+			case <-time.After(2 * time.Second):
+				t.Fatal("ReadBatch not interrupted by SetReadDeadline")
+			}
+			require.Zero(t, time.Since(start), "the read waited for a timer")
+			require.Equal(t, uint64(1), c.Stats().Held)
+		})
 	})
 	t.Run("ready datagrams come even past the caller deadline", func(t *testing.T) {
 		f := newFake(t)
@@ -128,23 +134,25 @@ func TestClose(t *testing.T) {
 		})
 	}
 	t.Run("receiver close unblocks a read", func(t *testing.T) {
-		f := newFake(t)
-		c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
-		require.NoError(t, err)
-		f.push(dataPacket(1, 1))
-		done := make(chan error, 1)
-		go func() {
-			_, err := c.ReadBatch(sock.NewBatch(4, 2048))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		require.NoError(t, c.Close())
-		select {
-		case err := <-done:
-			require.ErrorIs(t, err, ErrClosed)
-		case <-time.After(2 * time.Second):
-			t.Fatal("ReadBatch not unblocked by Close")
-		}
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(t)
+			c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
+			require.NoError(t, err)
+			f.push(dataPacket(1, 1))
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.ReadBatch(sock.NewBatch(4, 2048))
+				done <- err
+			}()
+			synctest.Wait()
+			require.NoError(t, c.Close())
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, ErrClosed)
+			case <-time.After(2 * time.Second):
+				t.Fatal("ReadBatch not unblocked by Close")
+			}
+		})
 	})
 }
 
