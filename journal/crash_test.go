@@ -118,6 +118,8 @@ func TestCrashSafety(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("child did not start")
 			}
+			// Real time on purpose: the subject is a SIGKILL at an
+			// arbitrary instant of the child's writes and the kernel's.
 			time.Sleep(time.Duration(rng.IntN(150_000)) * time.Microsecond)
 			_ = cmd.Process.Kill()
 		}

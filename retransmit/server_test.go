@@ -12,6 +12,7 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -127,17 +128,11 @@ func startServer(t *testing.T, cfg ServerConfig) *Server {
 // waitStats waits (at most 5 s) until cond holds for the server's stats.
 func waitStats(t *testing.T, s *Server, cond func(ServerStats) bool) ServerStats {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st := s.Stats()
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats condition not met in time: %+v", st)
-		}
-		time.Sleep(time.Millisecond)
+	var st ServerStats
+	if !assert.Eventually(t, func() bool { st = s.Stats(); return cond(st) }, 5*time.Second, time.Millisecond) {
+		t.Fatalf("stats condition not met in time: %+v", st)
 	}
+	return st
 }
 
 func cachedSession(t *testing.T, name string, from, to wire.Seq, size int, cfg CacheConfig) (*Cache, wire.Session) {

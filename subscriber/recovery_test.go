@@ -356,10 +356,12 @@ func TestRecoverImpaired(t *testing.T) {
 		eventually(t, func() bool { return rx.Stats().Seen >= uint64(sent) }, "pacing")
 	})
 	id := pub.id()
-	deadline := time.Now().Add(wait)
-	for k.count(id) < n && time.Now().Before(deadline) { // tail loss: heartbeats (also impaired) reveal it
+	// Tail loss: heartbeats (also impaired) reveal it, one per 20 ms as
+	// a publisher's idle stream sends them.
+	heartbeats := time.NewTicker(20 * time.Millisecond)
+	defer heartbeats.Stop()
+	for deadline := time.Now().Add(wait); k.count(id) < n && time.Now().Before(deadline); <-heartbeats.C {
 		pub.heartbeat()
-		time.Sleep(20 * time.Millisecond)
 	}
 	require.Equal(t, n, k.count(id))
 	k.check(t)
