@@ -117,6 +117,8 @@ func TestConsumerResumes(t *testing.T) {
 				return
 			}
 			if i%200 == 0 {
+				// A rate on the wall clock on purpose: the live feed keeps
+				// coming, as a publisher's would, while history is fetched.
 				time.Sleep(time.Millisecond)
 			}
 		}

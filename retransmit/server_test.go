@@ -570,8 +570,15 @@ func TestServerFlood(t *testing.T) {
 	requireMessages(t, answer{msgs: got}, 7000, 7020, msgSize)
 	legitDone := time.Since(t0)
 
-	// Let the backlog drain, then stop and measure.
-	time.Sleep(100 * time.Millisecond)
+	// Let the backlog drain (no request read for 100 ms, bounded by 5 s),
+	// then stop and measure.
+	drain := time.NewTicker(10 * time.Millisecond)
+	defer drain.Stop()
+	for last, still, end := srv.Stats().Requests, time.Now(), time.Now().Add(5*time.Second); time.Since(still) < 100*time.Millisecond && time.Now().Before(end); <-drain.C {
+		if n := srv.Stats().Requests; n != last {
+			last, still = n, time.Now()
+		}
+	}
 	require.NoError(t, srv.Close())
 	closed = true
 	elapsed := time.Since(t0)

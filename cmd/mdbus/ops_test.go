@@ -64,7 +64,7 @@ func TestStatViewStaleAndLive(t *testing.T) {
 	require.Len(t, procs, 1)
 	require.Equal(t, "live", procs[0].State)
 	// A second view after more messages: rates appear.
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // real time: rates divide by sampling times stamped from the clock
 	f.Add(counters.KindCustom, counters.Gauge, "x", "sub") // a new slot shows too
 	f.SampleNow()
 	dirs, procs, err := sv.view()

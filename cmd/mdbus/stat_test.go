@@ -114,7 +114,7 @@ func TestStatFitsTerminal(t *testing.T) {
 	defer sv.close()
 	_, _, err := sv.view()
 	require.NoError(t, err)
-	time.Sleep(20 * time.Millisecond) // rates are over the writers' sampling times
+	time.Sleep(20 * time.Millisecond) // real time: rates divide by the writers' sampling times, stamped from the clock
 	fp.step(1)
 	dirs, procs, err := sv.view()
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestStatOnceRatesAndJSON(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // traffic while stat samples
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // real time: inside --window's 200 ms, after the first sample
 		fp.step(1)
 	}()
 	var out bytes.Buffer

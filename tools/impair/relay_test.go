@@ -124,7 +124,7 @@ func TestRelayStopsOnCancelWithHeldDatagrams(t *testing.T) {
 	rxB := labRx(t, b)
 	cancel := startRelay(t, RelayConfig{In: a, Out: b, Impair: impair.Config{Delay: 30 * time.Second}})
 	send(t, labTx(t), a, packets(3))
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // real time: the relay has read them from the kernel and holds them (it reports nothing to wait on)
 	require.NoError(t, rxB.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
 	_, err := rxB.ReadBatch(sock.NewBatch(8, 2048))
 	require.True(t, sock.IsTimeout(err), "held for 30s")
