@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -755,17 +756,24 @@ func TestSyncEvery(t *testing.T) {
 }
 
 // TestSyncIntervalDurable: the background sync makes appends durable
-// within a bounded time without any call.
+// SyncInterval after them, without any call. In a synctest bubble the
+// interval is exact: not durable a nanosecond before, durable at it.
 func TestSyncIntervalDurable(t *testing.T) {
-	j := openJ(t, t.TempDir(), Config{SyncInterval: 5 * time.Millisecond})
-	defer j.Close()
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 1, 100)
-	require.Less(t, w.Durable(), wire.Seq(101))
-	// The bound is for a loaded CI host's fsync; the interval is 5 ms.
-	require.Eventually(t, func() bool { return w.Durable() == 101 }, 10*time.Second, time.Millisecond)
-	require.NoError(t, w.Close())
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 5 * time.Millisecond
+		j := openJ(t, t.TempDir(), Config{SyncInterval: interval})
+		defer j.Close()
+		w, err := j.Create(testSession, testSource, 1)
+		require.NoError(t, err)
+		appendN(t, w, 1, 100)
+		time.Sleep(interval - time.Nanosecond)
+		synctest.Wait()
+		require.Less(t, w.Durable(), wire.Seq(101), "synced before the interval")
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		require.Equal(t, wire.Seq(101), w.Durable(), "synced at the interval")
+		require.NoError(t, w.Close())
+	})
 }
 
 // TestLiveReader follows a stream while another goroutine writes it,
