@@ -215,11 +215,9 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 	subB := startMdbus(t, bin, ctr, "subB", append(metrics, "sub", "--group", group, "--stats", "1s", "--retransmit", listen, "--start", "1",
 		"--loss", "0.02", "--impair-seed", "11")...)
 	waitFor(t, 20*time.Second, func() bool { return len(snapshots(t, ctr)) >= 3 }) // the three counters files
+	// The rewinder and the subscribers have joined: each creates its
+	// counters file after it has (cmd/mdbus: the role, then startOps).
 	rwURL, aURL, bURL := rw.metricsURL(t), subA.metricsURL(t), subB.metricsURL(t)
-	// Real time, bounded: the commands log no "joined" line to wait on,
-	// and a join takes microseconds on loopback; a late one is repaired
-	// from the rewinder (--start 1), so this only keeps the run typical.
-	time.Sleep(200 * time.Millisecond)
 	pub := startMdbus(t, bin, ctr, "pub", append(metrics, "pub", "--group", group, "--synthetic", "--count", fmt.Sprint(n),
 		"--rate", "20000", "--hold", "60s")...)
 	pubURL := pub.metricsURL(t)
