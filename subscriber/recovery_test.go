@@ -498,14 +498,14 @@ func TestRepairGroupSuppression(t *testing.T) {
 	se, sp := eager.Stats(), patient.Stats()
 	require.EqualValues(t, 1, se.NAKs)
 	require.Zero(t, sp.NAKs, "the repair group's repair cancelled the pending NAK")
-	// Packet 7's five messages came from the repair group. The patient
-	// one may have seen more missing: its feed and repair-group sockets
-	// are read by two goroutines, and under load the repair can be
-	// handled before the feed packets ahead of it (then those count as
-	// missing until the feed reader catches up). Either way every
-	// missing message was filled before its NAK fell due.
+	// Packet 7's five messages came from the repair group. Its feed and
+	// repair-group sockets are read by two goroutines, so under load the
+	// patient one may have seen more missing (the repair handled before
+	// the feed packets ahead of it, which count as missing until the feed
+	// reader catches up), or none (the repair handled before the packet
+	// after it revealed the gap: then there was nothing to ask for). Either
+	// way every missing message was filled before its NAK fell due.
 	require.EqualValues(t, 5, sp.FeedMessages[subscriber.FeedRepairGroup])
-	require.GreaterOrEqual(t, sp.GapMessages, uint64(5))
 	require.Equal(t, sp.GapMessages, sp.Suppressed)
 	require.Positive(t, sp.FeedDatagrams[subscriber.FeedRepairGroup])
 	require.Zero(t, sp.FeedDatagrams[subscriber.FeedRepair])
