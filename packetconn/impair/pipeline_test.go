@@ -73,20 +73,22 @@ func checkCounts(t *testing.T, want, got Stats, out int) {
 func TestPipelineExactReceiver(t *testing.T) {
 	for _, tc := range pipelineCases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t)
-			c, err := NewReceiver(f, Config{Reorder: 0.5, ReorderWait: 30 * time.Millisecond, Drop: tc.drop})
-			require.NoError(t, err)
-			c.r.e.decideHook = script(tc.ds)
-			f.push(packets(10)...)
-			start := time.Now()
-			// One more than expected: the last read must time out empty.
-			got := readAll(t, c, len(tc.want)+1, 100*time.Millisecond)
-			require.Equal(t, tc.want, got, "%+v held %d pending %d after %v", c.Stats(), c.r.e.held(), c.r.e.pending(), time.Since(start))
-			if tc.st.Reordered > 0 && slices.Equal(tc.want, seqs(1, 10)) {
-				require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "tail released before the wait")
-			}
-			checkCounts(t, tc.st, c.Stats(), len(tc.want))
-			require.NoError(t, c.Close())
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(t)
+				c, err := NewReceiver(f, Config{Reorder: 0.5, ReorderWait: 30 * time.Millisecond, Drop: tc.drop})
+				require.NoError(t, err)
+				c.r.e.decideHook = script(tc.ds)
+				f.push(packets(10)...)
+				start := time.Now()
+				// One more than expected: the last read must time out empty.
+				got := readAll(t, c, len(tc.want)+1, 100*time.Millisecond)
+				require.Equal(t, tc.want, got, "%+v held %d pending %d after %v", c.Stats(), c.r.e.held(), c.r.e.pending(), time.Since(start))
+				if tc.st.Reordered > 0 && slices.Equal(tc.want, seqs(1, 10)) {
+					require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "tail released before the wait")
+				}
+				checkCounts(t, tc.st, c.Stats(), len(tc.want))
+				require.NoError(t, c.Close())
+			})
 		})
 	}
 }
