@@ -400,6 +400,11 @@ func TestTailLossRecovered(t *testing.T) {
 	require.EqualValues(t, 15, st.Recovered)
 }
 
+// lossDeadline is the fixture's NAK deadline: long enough for the timer
+// goroutine to run more than once before it on a host whose CPUs are
+// busy (-race with a CPU hog: at 150 ms it once asked only once).
+const lossDeadline = time.Second
+
 // lossFixture publishes 200 messages, 5 a packet, losing the packet of
 // 51..55, with a cache of only the last 20 messages: the gap is older than
 // the cache and cannot be repaired.
@@ -407,7 +412,7 @@ func lossFixture(t *testing.T, group netip.AddrPort, policy subscriber.LossPolic
 	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 20})
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
 	s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), LossPolicy: policy,
-		NAK: nak.Config{Seed: 5, Retry: 10 * time.Millisecond, Deadline: 150 * time.Millisecond}})
+		NAK: nak.Config{Seed: 5, Retry: 10 * time.Millisecond, Deadline: lossDeadline}})
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
 	dgs := pub.packets(200, 5) // cached before sending: the cache holds 181..200 only
 	pub.send(dgs, func(i int) bool { return i == 10 }, datagramsRead(t, s))
@@ -427,8 +432,8 @@ func TestLossOlderThanCache(t *testing.T) {
 	k.mu.Unlock()
 	// The detector's clock is read once per batch, before OnGap runs: allow
 	// for the batch's processing time (long under -race).
-	require.GreaterOrEqual(t, took, 120*time.Millisecond, "not before the deadline")
-	require.Less(t, took, 150*time.Millisecond+time.Second, "soon after it")
+	require.GreaterOrEqual(t, took, lossDeadline-30*time.Millisecond, "not before the deadline")
+	require.Less(t, took, lossDeadline+time.Second, "soon after it")
 	st := s.Stats()
 	require.EqualValues(t, 1, st.LostRanges)
 	require.EqualValues(t, 5, st.LostMessages)
