@@ -30,7 +30,7 @@ func TestStampRoundTrip(t *testing.T) {
 
 func TestNowIsMonotonicAndCalibrated(t *testing.T) {
 	a := Now()
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // real time: the subject is the kernel's monotonic clock
 	b := Now()
 	require.Greater(t, b-a, int64(time.Millisecond))
 	// Now must agree with a direct CLOCK_MONOTONIC read (other processes

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -75,7 +76,7 @@ func TestCrashSafety(t *testing.T) {
 		t.Skip("in the child")
 	}
 	total, kills := 1_000_000, 20
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		total, kills = 100_000, 5
 	}
 	dir := t.TempDir()
@@ -117,6 +118,8 @@ func TestCrashSafety(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("child did not start")
 			}
+			// Real time on purpose: the subject is a SIGKILL at an
+			// arbitrary instant of the child's writes and the kernel's.
 			time.Sleep(time.Duration(rng.IntN(150_000)) * time.Microsecond)
 			_ = cmd.Process.Kill()
 		}

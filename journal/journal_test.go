@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -590,13 +592,7 @@ func TestBackgroundCompression(t *testing.T) {
 	require.NoError(t, err)
 	appendN(t, w, 2, 30000)
 	require.NoError(t, w.Close())
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if in := j.Streams()[0]; in.Compressed == in.Segments-1 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	assert.Eventually(t, func() bool { in := j.Streams()[0]; return in.Compressed == in.Segments-1 }, 30*time.Second, 10*time.Millisecond)
 	in := j.Streams()[0]
 	require.Equal(t, in.Segments-1, in.Compressed)
 	checkStream(t, j, w.ID(), 2, 1, 30001)
@@ -760,20 +756,24 @@ func TestSyncEvery(t *testing.T) {
 }
 
 // TestSyncIntervalDurable: the background sync makes appends durable
-// within a bounded time without any call.
+// SyncInterval after them, without any call. In a synctest bubble the
+// interval is exact: not durable a nanosecond before, durable at it.
 func TestSyncIntervalDurable(t *testing.T) {
-	j := openJ(t, t.TempDir(), Config{SyncInterval: 5 * time.Millisecond})
-	defer j.Close()
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 1, 100)
-	require.Less(t, w.Durable(), wire.Seq(101))
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Durable() != 101 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	require.Equal(t, wire.Seq(101), w.Durable())
-	require.NoError(t, w.Close())
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 5 * time.Millisecond
+		j := openJ(t, t.TempDir(), Config{SyncInterval: interval})
+		defer j.Close()
+		w, err := j.Create(testSession, testSource, 1)
+		require.NoError(t, err)
+		appendN(t, w, 1, 100)
+		time.Sleep(interval - time.Nanosecond)
+		synctest.Wait()
+		require.Less(t, w.Durable(), wire.Seq(101), "synced before the interval")
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		require.Equal(t, wire.Seq(101), w.Durable(), "synced at the interval")
+		require.NoError(t, w.Close())
+	})
 }
 
 // TestLiveReader follows a stream while another goroutine writes it,
@@ -801,10 +801,14 @@ func TestLiveReader(t *testing.T) {
 	defer r.Close()
 	want := wire.Seq(1)
 	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(100 * time.Microsecond)
+	defer tick.Stop()
 	for want <= n && time.Now().Before(deadline) {
 		rec, err := r.Next()
 		if err == io.EOF {
-			time.Sleep(100 * time.Microsecond)
+			// Tailing a file being written: nothing to wait on but the
+			// next record; a tick short against the writer's pace.
+			<-tick.C
 			continue
 		}
 		require.NoError(t, err)

@@ -65,6 +65,8 @@ func TestRecorderPacketMarks(t *testing.T) {
 		_, err := pub.PublishBatch(batch)
 		require.NoError(t, err)
 		require.NoError(t, pub.Flush(t.Context()))
+		// Real time on purpose: the subject is the arrival stamp each
+		// packet gets from the clock; a millisecond apart, no two share one.
 		time.Sleep(time.Millisecond)
 	}
 	require.NoError(t, pub.Close())

@@ -14,15 +14,14 @@ import (
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
+	if !assert.Eventually(t, cond, d, 5*time.Millisecond) {
+		t.Fatalf("%s: not within %v", what, d)
 	}
 }
 

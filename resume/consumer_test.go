@@ -15,6 +15,7 @@ import (
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,20 +70,16 @@ func (c *collector) on(m subscriber.Message) {
 
 func (c *collector) wait(t *testing.T, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var next uint64
+	var err error
+	ok := assert.Eventually(t, func() bool {
 		c.mu.Lock()
-		next, err := c.next, c.err
-		c.mu.Unlock()
-		require.NoError(t, err)
-		if next == n+1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered up to %d, want %d", next-1, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer c.mu.Unlock()
+		next, err = c.next, c.err
+		return err != nil || next == n+1
+	}, 20*time.Second, 5*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, ok, "delivered up to %d, want %d", next-1, n)
 }
 
 // TestConsumerResumes: a consumer stops (checkpoint saved), the feed goes
@@ -120,6 +117,8 @@ func TestConsumerResumes(t *testing.T) {
 				return
 			}
 			if i%200 == 0 {
+				// A rate on the wall clock on purpose: the live feed keeps
+				// coming, as a publisher's would, while history is fetched.
 				time.Sleep(time.Millisecond)
 			}
 		}

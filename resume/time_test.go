@@ -43,6 +43,8 @@ func TestConsumerFromTime(t *testing.T) {
 	var at time.Time
 	for i := uint64(1); i <= 1000; i++ {
 		if i == 500 {
+			// Real time on purpose: the journal stamps messages with the
+			// clock; 20 ms on each side of at keep it between 499 and 500.
 			time.Sleep(20 * time.Millisecond)
 			at = time.Now()
 			time.Sleep(time.Millisecond)

@@ -12,6 +12,7 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -127,17 +128,11 @@ func startServer(t *testing.T, cfg ServerConfig) *Server {
 // waitStats waits (at most 5 s) until cond holds for the server's stats.
 func waitStats(t *testing.T, s *Server, cond func(ServerStats) bool) ServerStats {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st := s.Stats()
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats condition not met in time: %+v", st)
-		}
-		time.Sleep(time.Millisecond)
+	var st ServerStats
+	if !assert.Eventually(t, func() bool { st = s.Stats(); return cond(st) }, 5*time.Second, time.Millisecond) {
+		t.Fatalf("stats condition not met in time: %+v", st)
 	}
+	return st
 }
 
 func cachedSession(t *testing.T, name string, from, to wire.Seq, size int, cfg CacheConfig) (*Cache, wire.Session) {
@@ -575,8 +570,15 @@ func TestServerFlood(t *testing.T) {
 	requireMessages(t, answer{msgs: got}, 7000, 7020, msgSize)
 	legitDone := time.Since(t0)
 
-	// Let the backlog drain, then stop and measure.
-	time.Sleep(100 * time.Millisecond)
+	// Let the backlog drain (no request read for 100 ms, bounded by 5 s),
+	// then stop and measure.
+	drain := time.NewTicker(10 * time.Millisecond)
+	defer drain.Stop()
+	for last, still, end := srv.Stats().Requests, time.Now(), time.Now().Add(5*time.Second); time.Since(still) < 100*time.Millisecond && time.Now().Before(end); <-drain.C {
+		if n := srv.Stats().Requests; n != last {
+			last, still = n, time.Now()
+		}
+	}
 	require.NoError(t, srv.Close())
 	closed = true
 	elapsed := time.Since(t0)

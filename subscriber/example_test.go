@@ -1,10 +1,12 @@
 package subscriber_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/netip"
 	"os"
+	"os/signal"
 	"time"
 
 	"github.com/mdbus/mdbus/nak"
@@ -72,7 +74,10 @@ func ExampleNew_recovery() {
 	}
 	defer s.Close()
 
-	time.Sleep(time.Minute)
+	// Run until interrupted, then report.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	<-ctx.Done()
 	st := s.Stats()
 	log.Printf("%d NAKs, %d recovered, %d lost; recovery p50 %v p99 %v",
 		st.NAKs, st.Recovered, st.LostMessages, st.RecoveryP50, st.RecoveryP99)

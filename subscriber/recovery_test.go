@@ -356,10 +356,12 @@ func TestRecoverImpaired(t *testing.T) {
 		eventually(t, func() bool { return rx.Stats().Seen >= uint64(sent) }, "pacing")
 	})
 	id := pub.id()
-	deadline := time.Now().Add(wait)
-	for k.count(id) < n && time.Now().Before(deadline) { // tail loss: heartbeats (also impaired) reveal it
+	// Tail loss: heartbeats (also impaired) reveal it, one per 20 ms as
+	// a publisher's idle stream sends them.
+	heartbeats := time.NewTicker(20 * time.Millisecond)
+	defer heartbeats.Stop()
+	for deadline := time.Now().Add(wait); k.count(id) < n && time.Now().Before(deadline); <-heartbeats.C {
 		pub.heartbeat()
-		time.Sleep(20 * time.Millisecond)
 	}
 	require.Equal(t, n, k.count(id))
 	k.check(t)
@@ -398,6 +400,11 @@ func TestTailLossRecovered(t *testing.T) {
 	require.EqualValues(t, 15, st.Recovered)
 }
 
+// lossDeadline is the fixture's NAK deadline: long enough for the timer
+// goroutine to run more than once before it on a host whose CPUs are
+// busy (-race with a CPU hog: at 150 ms it once asked only once).
+const lossDeadline = time.Second
+
 // lossFixture publishes 200 messages, 5 a packet, losing the packet of
 // 51..55, with a cache of only the last 20 messages: the gap is older than
 // the cache and cannot be repaired.
@@ -405,7 +412,7 @@ func lossFixture(t *testing.T, group netip.AddrPort, policy subscriber.LossPolic
 	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 20})
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
 	s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), LossPolicy: policy,
-		NAK: nak.Config{Seed: 5, Retry: 10 * time.Millisecond, Deadline: 150 * time.Millisecond}})
+		NAK: nak.Config{Seed: 5, Retry: 10 * time.Millisecond, Deadline: lossDeadline}})
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
 	dgs := pub.packets(200, 5) // cached before sending: the cache holds 181..200 only
 	pub.send(dgs, func(i int) bool { return i == 10 }, datagramsRead(t, s))
@@ -425,8 +432,8 @@ func TestLossOlderThanCache(t *testing.T) {
 	k.mu.Unlock()
 	// The detector's clock is read once per batch, before OnGap runs: allow
 	// for the batch's processing time (long under -race).
-	require.GreaterOrEqual(t, took, 120*time.Millisecond, "not before the deadline")
-	require.Less(t, took, 150*time.Millisecond+time.Second, "soon after it")
+	require.GreaterOrEqual(t, took, lossDeadline-30*time.Millisecond, "not before the deadline")
+	require.Less(t, took, lossDeadline+time.Second, "soon after it")
 	st := s.Stats()
 	require.EqualValues(t, 1, st.LostRanges)
 	require.EqualValues(t, 5, st.LostMessages)
@@ -496,14 +503,14 @@ func TestRepairGroupSuppression(t *testing.T) {
 	se, sp := eager.Stats(), patient.Stats()
 	require.EqualValues(t, 1, se.NAKs)
 	require.Zero(t, sp.NAKs, "the repair group's repair cancelled the pending NAK")
-	// Packet 7's five messages came from the repair group. The patient
-	// one may have seen more missing: its feed and repair-group sockets
-	// are read by two goroutines, and under load the repair can be
-	// handled before the feed packets ahead of it (then those count as
-	// missing until the feed reader catches up). Either way every
-	// missing message was filled before its NAK fell due.
+	// Packet 7's five messages came from the repair group. Its feed and
+	// repair-group sockets are read by two goroutines, so under load the
+	// patient one may have seen more missing (the repair handled before
+	// the feed packets ahead of it, which count as missing until the feed
+	// reader catches up), or none (the repair handled before the packet
+	// after it revealed the gap: then there was nothing to ask for). Either
+	// way every missing message was filled before its NAK fell due.
 	require.EqualValues(t, 5, sp.FeedMessages[subscriber.FeedRepairGroup])
-	require.GreaterOrEqual(t, sp.GapMessages, uint64(5))
 	require.Equal(t, sp.GapMessages, sp.Suppressed)
 	require.Positive(t, sp.FeedDatagrams[subscriber.FeedRepairGroup])
 	require.Zero(t, sp.FeedDatagrams[subscriber.FeedRepair])

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/tools/counters"
@@ -48,7 +49,11 @@ func TestRunRejectsBadGlobals(t *testing.T) {
 	require.Contains(t, errb.String(), "want text or json")
 }
 
-func TestStatViewStaleAndLive(t *testing.T) {
+func TestStatViewStaleAndLive(t *testing.T) { synctest.Test(t, testStatViewStaleAndLive) }
+
+// testStatViewStaleAndLive runs in a bubble: rates divide by sampling
+// times stamped from the bubble's clock.
+func testStatViewStaleAndLive(t *testing.T) {
 	dir := t.TempDir()
 	f, err := counters.Create(counters.Config{Dir: dir, Role: "sub", Interval: -1})
 	require.NoError(t, err)
@@ -64,7 +69,7 @@ func TestStatViewStaleAndLive(t *testing.T) {
 	require.Len(t, procs, 1)
 	require.Equal(t, "live", procs[0].State)
 	// A second view after more messages: rates appear.
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond)                      // on the bubble's clock
 	f.Add(counters.KindCustom, counters.Gauge, "x", "sub") // a new slot shows too
 	f.SampleNow()
 	dirs, procs, err := sv.view()

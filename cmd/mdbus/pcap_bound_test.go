@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/tools/pcap"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -108,7 +109,7 @@ func TestPcapImportBounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates captures up to 10 MB")
 	}
-	if boundRace {
+	if race.Enabled {
 		t.Skip("the race detector multiplies memory and time")
 	}
 	const (

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -106,7 +107,11 @@ func (fp *fourProcs) step(i int64) {
 // the default view fit 80x24, one line per process and per stream, with
 // rates, the lag against the publisher, gaps, NAKs, lost, recovery p99,
 // age and state; a lossy subscriber reads differently from a clean one.
-func TestStatFitsTerminal(t *testing.T) {
+func TestStatFitsTerminal(t *testing.T) { synctest.Test(t, testStatFitsTerminal) }
+
+// testStatFitsTerminal runs in a bubble: the counters' sampling times
+// and the viewer's clock are the bubble's, so rates are exact.
+func testStatFitsTerminal(t *testing.T) {
 	dir := t.TempDir()
 	fp := newFourProcs(t, dir)
 	fp.step(0)
@@ -114,7 +119,7 @@ func TestStatFitsTerminal(t *testing.T) {
 	defer sv.close()
 	_, _, err := sv.view()
 	require.NoError(t, err)
-	time.Sleep(20 * time.Millisecond) // rates are over the writers' sampling times
+	time.Sleep(20 * time.Millisecond) // on the bubble's clock: rates divide by the writers' sampling times
 	fp.step(1)
 	dirs, procs, err := sv.view()
 	require.NoError(t, err)
@@ -146,14 +151,18 @@ func TestStatFitsTerminal(t *testing.T) {
 
 // TestStatOnceRatesAndJSON: --once samples twice, --window apart, so the
 // one view has rates; --json carries them and the stream summaries.
-func TestStatOnceRatesAndJSON(t *testing.T) {
+func TestStatOnceRatesAndJSON(t *testing.T) { synctest.Test(t, testStatOnceRatesAndJSON) }
+
+// testStatOnceRatesAndJSON runs in a bubble: the traffic falls inside the
+// 200 ms window on the bubble's clock, whatever the host's load.
+func testStatOnceRatesAndJSON(t *testing.T) {
 	dir := t.TempDir()
 	fp := newFourProcs(t, dir)
 	fp.step(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // traffic while stat samples
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // on the bubble's clock: inside --window's 200 ms, after the first sample
 		fp.step(1)
 	}()
 	var out bytes.Buffer

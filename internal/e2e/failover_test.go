@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/packetconn/impair"
 	"github.com/mdbus/mdbus/publisher"
@@ -48,7 +49,7 @@ func TestAcceptanceRetransmitterFailover(t *testing.T) {
 	// deadline keep a slow backup from being taken for a dead one.
 	var nc nak.Config
 	failover := time.Duration(0)
-	if raceEnabled {
+	if race.Enabled {
 		nc = nak.Config{Retry: 50 * time.Millisecond, MaxRetry: 500 * time.Millisecond, Deadline: 10 * time.Second}
 		failover = time.Second
 	}

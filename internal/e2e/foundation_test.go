@@ -253,14 +253,13 @@ func TestAcceptanceSSMAndGroupIsolation(t *testing.T) {
 	pub(g2, "127.0.0.1", "GROUP2", 200)
 	pub(g3, "127.0.0.1", "GROUP3", 300)
 
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if ssm.Delivered() == 100 && c2.Delivered() == 200 && c3.Delivered() == 300 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // anything stray would arrive by now
+	poll(5*time.Second, func() bool { return ssm.Delivered() == 100 && c2.Delivered() == 200 && c3.Delivered() == 300 })
+	// Anything stray was queued by the kernel when the last publisher
+	// sent; the subscribers read on their own goroutines, so wait until
+	// none has read a datagram for 50 ms (a read takes microseconds).
+	settle(5*time.Second, 50*time.Millisecond, func() uint64 {
+		return sSSM.Stats().Datagrams + s2.Stats().Datagrams + s3.Stats().Datagrams
+	})
 	require.Equal(t, []string{"RIGHTSRC"}, ssm.sessions())
 	require.Equal(t, 100, ssm.Delivered())
 	require.Equal(t, []string{"GROUP2"}, c2.sessions())

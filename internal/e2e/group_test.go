@@ -13,6 +13,7 @@ import (
 
 	"github.com/mdbus/mdbus/bench"
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/packetconn/impair"
 )
@@ -71,7 +72,7 @@ func TestAcceptanceGroupSuppression(t *testing.T) {
 	netlab.Require(t)
 	n := scale(200_000, 20_000)
 	groups := []int{1, 4, 16, 32}
-	if raceEnabled || testing.Short() {
+	if race.Enabled || testing.Short() {
 		groups = []int{1, 4} // 32 race-enabled processes would only measure the detector's overhead
 	}
 	port := uint16(32100)
@@ -83,7 +84,7 @@ func TestAcceptanceGroupSuppression(t *testing.T) {
 			require.LessOrEqual(t, res.RepairsPerLoss, 1.2)
 		})
 	}
-	if raceEnabled || testing.Short() {
+	if race.Enabled || testing.Short() {
 		return
 	}
 	t.Run("loss-5pct-16-subs", func(t *testing.T) {

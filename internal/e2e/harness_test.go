@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
@@ -13,7 +14,7 @@ import (
 
 // scale returns full, or small under -race or -short.
 func scale(full, small int) int {
-	if raceEnabled || testing.Short() {
+	if race.Enabled || testing.Short() {
 		return small
 	}
 	return full

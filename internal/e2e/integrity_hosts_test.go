@@ -96,14 +96,14 @@ func TestAcceptanceSeveralHosts(t *testing.T) {
 			var down atomic.Int64
 			outage := make(chan error, 1)
 			go func() {
-				for cs[0].Delivered() < n/3 {
-					time.Sleep(time.Millisecond)
-				}
+				poll(time.Minute, func() bool { return cs[0].Delivered() >= n/3 })
 				if err := subHs[0].SetLink(false); err != nil {
 					outage <- err
 					return
 				}
 				start := time.Now()
+				// Real time on purpose: the outage is of the kernel's link,
+				// 200 ms, longer than the repair deadline's first rounds.
 				time.Sleep(200 * time.Millisecond)
 				err := subHs[0].SetLink(true)
 				down.Store(int64(time.Since(start)))
@@ -187,9 +187,7 @@ func TestAcceptanceSeveralHostsRestart(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
 		for i, j := range judges {
 			// A loss is final: stop waiting.
-			for j.count(port) < n && time.Now().Before(deadline) && subs[i].Stats().LostMessages == 0 {
-				time.Sleep(5 * time.Millisecond)
-			}
+			poll(time.Until(deadline), func() bool { return j.count(port) >= n || subs[i].Stats().LostMessages != 0 })
 		}
 		require.NoError(t, pub.Close())
 		t.Logf("run %d from port %d: delivered byte-identical %d and %d of %d (lost so far %d and %d)", run+1, port,

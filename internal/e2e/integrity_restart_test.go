@@ -131,6 +131,9 @@ func rawRun(t *testing.T, conn *sock.Conn, feed netip.AddrPort, s wire.Session, 
 		buf = e.Bytes()
 		require.NoError(t, conn.WriteTo(buf, feed))
 		if i%100 == 0 {
+			// A rate on the wall clock on purpose: a raw socket has no
+			// flow control, and what it may send is what the receivers'
+			// kernel buffers take.
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
@@ -185,9 +188,7 @@ func TestAcceptanceRestartSameSession(t *testing.T) {
 					defer pub.Close()
 				}
 				deadline := time.Now().Add(60 * time.Second)
-				for j.count(port) < n*(1+run*btoi(samePort)) && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
-				}
+				poll(time.Until(deadline), func() bool { return j.count(port) >= n*(1+run*btoi(samePort)) })
 				if !samePort {
 					require.NoError(t, pub.Close()) // the end of session; the next run restarts it
 				}

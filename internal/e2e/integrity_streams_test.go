@@ -60,7 +60,10 @@ func TestRewinderOutlivesRestartsAndForgeries(t *testing.T) {
 		send(forger, wire.AppendHeartbeat(nil, sess, wire.Seq(1+i)))
 	}
 	forger.Close()
-	time.Sleep(1100 * time.Millisecond) // the crashed ones go quiet
+	// Real time on purpose: the rewinder's stream table judges a stream
+	// quiet by its own clock (subscriber's replaceQuiet, 1 s since the
+	// stream's last datagram); 1.1 s passes it with 100 ms to spare.
+	time.Sleep(1100 * time.Millisecond)
 
 	n := scale(20_000, 5_000)
 	c := newChecker("sub", n)
@@ -79,12 +82,10 @@ func TestRewinderOutlivesRestartsAndForgeries(t *testing.T) {
 	// the subscriber: give it until they are in, boundedly.
 	var first, next wire.Seq
 	var ok bool
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	poll(5*time.Second, func() bool {
 		first, next, ok = rw.Cache().Bounds(pub.Session())
-		if (ok && next == wire.Seq(n+1)) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return ok && next == wire.Seq(n+1)
+	})
 	fs := rw.FeedStats()
 	t.Logf("rewinder feed: streams %d, evicted %d, refused %d; cache of REAL [%d, %d)",
 		fs.Streams, fs.StreamsEvicted, fs.Drops[subscriber.DropTooManyStreams], first, next)

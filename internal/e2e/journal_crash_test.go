@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,11 +45,7 @@ func TestChildRecorder(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(f[2]+".ready", nil, 0o644))
-	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ts, _ := rec.Stats(); ts.Ended > 0 {
-			break
-		}
-	}
+	poll(120*time.Second, func() bool { ts, _ := rec.Stats(); return ts.Ended > 0 })
 	require.NoError(t, rec.Close())
 	ts, jerr := rec.Stats()
 	require.NoError(t, jerr)
@@ -82,12 +79,8 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 		cmd.Env = append(os.Environ(), env)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		require.NoError(t, cmd.Start())
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(ready); err == nil {
-				return cmd
-			}
-			require.True(t, time.Now().Before(deadline), "recorder did not start")
-		}
+		require.True(t, poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }), "recorder did not start")
+		return cmd
 	}
 
 	const seed = 99
@@ -133,12 +126,14 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 	require.NoError(t, err)
 	defer pub.Close()
 	published := make(chan error, 1)
+	var count atomic.Int64 // messages published so far
 	go func() {
 		for _, m := range sent {
 			if _, err := pub.Publish(m); err != nil {
 				published <- err
 				return
 			}
+			count.Add(1)
 		}
 		published <- nil
 	}()
@@ -146,7 +141,10 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 	span := time.Duration(float64(n) / rate * float64(time.Second))
 	tornTotal := 0
 	for k := range kills {
-		time.Sleep(time.Duration(rng.Int64N(int64(span / (kills + 1)))))
+		// Kill at a random point of the stream, measured in messages, so
+		// a slow host moves the moment but not where in the stream it falls.
+		at := min(int64(len(sent)), count.Load()+rng.Int64N(int64(n/(kills+1))))
+		waitFor(t, 3*span+60*time.Second, func() bool { return count.Load() >= at })
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()
 		infos, torn := check()

@@ -95,6 +95,8 @@ func (s *stall) ReadBatch(b *sock.Batch) (int, error) {
 	if s.n.Add(1)%s.every == 0 && s.left.Load() > 0 {
 		s.left.Add(-1)
 		s.stalls.Add(1)
+		// Real time on purpose: the subject is the kernel's receive
+		// buffer overflowing while the reader is away.
 		time.Sleep(s.pause)
 	}
 	return s.PacketConn.ReadBatch(b)
@@ -183,15 +185,4 @@ func TestAcceptanceRecorderKernelDrops(t *testing.T) {
 	}
 	_, err = r.Next()
 	require.True(t, errors.Is(err, io.EOF), "nothing after the last message: %v", err)
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -27,11 +27,16 @@ func TestCaptureJumpCLI(t *testing.T) {
 	bin := buildMdbus(t)
 	run := func(t *testing.T, port string, subArgs ...string) (stdout, stderr string) {
 		group := "239.192.42.1:" + port
-		sub := exec.Command(bin, append([]string{"sub", "--group", group, "--duration", "3s"}, subArgs...)...)
+		ctr := t.TempDir()
+		sub := exec.Command(bin, append([]string{"--counters-dir", ctr, "sub", "--group", group, "--duration", "3s"}, subArgs...)...)
 		var out, errb strings.Builder
 		sub.Stdout, sub.Stderr = &out, &errb
 		require.NoError(t, sub.Start())
-		time.Sleep(500 * time.Millisecond) // the subscriber joins; the capture has no history to ask for
+		// The capture has no history to ask for, so the subscriber must
+		// have joined before the import sends: it creates its counters
+		// file once it has (cmd/mdbus/sub.go: subscriber.New, then the
+		// counters).
+		waitFor(t, 20*time.Second, func() bool { m, _ := filepath.Glob(filepath.Join(ctr, "*.ctr")); return len(m) == 1 })
 		imp := exec.Command(bin, "pcap", "import", capture, "--group", group, "--max")
 		b, err := imp.CombinedOutput()
 		require.NoError(t, err, "%s", b)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/packetconn"
@@ -143,7 +144,7 @@ func TestAcceptanceLinkCut(t *testing.T) {
 	cleanChk.verify(t, pub.Session(), sum, n, 1)
 	require.Zero(t, st.LostMessages)
 	require.Zero(t, cleanSub.Stats().LostMessages)
-	if !raceEnabled {
+	if !race.Enabled {
 		require.LessOrEqual(t, took, 200*time.Millisecond, "the whole gap repaired within 200 ms of the link's return")
 	}
 }

@@ -90,10 +90,8 @@ func BenchmarkOpsReceive(b *testing.B) {
 				}
 				n++
 			}
-			for deadline := time.Now().Add(30 * time.Second); got.Load() < int64(n); time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					b.Fatalf("delivered %d of %d: %+v", got.Load(), n, s.Stats())
-				}
+			if !poll(30*time.Second, func() bool { return got.Load() >= int64(n) }) {
+				b.Fatalf("delivered %d of %d: %+v", got.Load(), n, s.Stats())
 			}
 			if st := s.Stats(); st.LostMessages != 0 || st.KernelDrops != 0 {
 				b.Fatal(fmt.Sprintf("lost %d, kernel drops %d", st.LostMessages, st.KernelDrops))

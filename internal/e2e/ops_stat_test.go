@@ -54,18 +54,17 @@ func TestOpsStatInTmux(t *testing.T) {
 
 	rate := regexp.MustCompile(`(?m)^  [A-Z0-9]+@[0-9.]+:\d+ +([0-9.]+)(k?) +\d+ +\d+ +\d+ +\d+ +\S+ +\S+ running$`)
 	var screen string
-	ok := false
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !ok; time.Sleep(200 * time.Millisecond) {
+	ok := pollEach(30*time.Second, 200*time.Millisecond, func() bool {
 		screen, err = tm("capture-pane", "-p", "-t", "stat")
 		require.NoError(t, err, screen)
 		m := rate.FindStringSubmatch(screen)
 		if m == nil || !strings.HasPrefix(screen, "mdbus stat ") || !regexp.MustCompile(`(?m)^pub +\d+ running `).MatchString(screen) ||
 			!regexp.MustCompile(`(?m)^sub +\d+ running `).MatchString(screen) {
-			continue
+			return false
 		}
 		r, _ := strconv.ParseFloat(m[1], 64)
-		ok = r > 0
-	}
+		return r > 0
+	})
 	require.True(t, ok, "the live view never showed both processes, a stream row and a non-zero message rate:\n%s", screen)
 	t.Logf("mdbus stat in tmux:\n%s", screen)
 
@@ -92,12 +91,8 @@ func TestOpsStatInTmux(t *testing.T) {
 	// Ctrl-C ends the view and with it the tmux session.
 	out, err = tm("send-keys", "-t", "stat", "C-c")
 	require.NoError(t, err, out)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := tm("has-session", "-t", "stat"); err != nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "mdbus stat did not exit on Ctrl-C")
-	}
+	require.True(t, pollEach(10*time.Second, 100*time.Millisecond, func() bool { _, err := tm("has-session", "-t", "stat"); return err != nil }),
+		"mdbus stat did not exit on Ctrl-C")
 	for _, p := range []*proc{pub, sub} {
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
 		require.Equal(t, 0, p.wait(t, 20*time.Second), p.name)
@@ -123,13 +118,13 @@ func TestOpsStatUnreadable(t *testing.T) {
 	ctr := filepath.Join(tmp, "counters")
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", "239.192.78.2:31782", "--stats", "1s")
 	var path string
-	for deadline := time.Now().Add(20 * time.Second); path == ""; time.Sleep(20 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "no counters file")
+	require.True(t, poll(20*time.Second, func() bool {
 		m, _ := filepath.Glob(filepath.Join(ctr, "*.ctr"))
 		if len(m) == 1 {
 			path = m[0]
 		}
-	}
+		return path != ""
+	}), "no counters file")
 	require.NoError(t, os.Chmod(path, 0))
 	out, err := exec.Command(unshare, "-U", bin, "stat", "--once", "--json", "--dir", ctr).Output()
 	if err != nil {

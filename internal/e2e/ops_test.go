@@ -126,13 +126,16 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 // metricsURL waits for the process to log where it serves metrics.
 func (p *proc) metricsURL(t *testing.T) string {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	var url string
+	if !poll(20*time.Second, func() bool {
 		if rs := p.records("serving Prometheus metrics"); len(rs) > 0 {
-			return rs[0]["url"].(string)
+			url = rs[0]["url"].(string)
 		}
+		return url != ""
+	}) {
+		t.Fatalf("%s: no metrics URL logged", p.name)
 	}
-	t.Fatalf("%s: no metrics URL logged", p.name)
-	return ""
+	return url
 }
 
 // snapshots reads every live counters file of dir, by role.
@@ -211,23 +214,21 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 	subA := startMdbus(t, bin, ctr, "subA", append(metrics, "sub", "--group", group, "--stats", "1s", "--retransmit", listen, "--start", "1")...)
 	subB := startMdbus(t, bin, ctr, "subB", append(metrics, "sub", "--group", group, "--stats", "1s", "--retransmit", listen, "--start", "1",
 		"--loss", "0.02", "--impair-seed", "11")...)
-	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 3; time.Sleep(20 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "the three counters files did not appear")
-	}
+	waitFor(t, 20*time.Second, func() bool { return len(snapshots(t, ctr)) >= 3 }) // the three counters files
+	// The rewinder and the subscribers have joined: each creates its
+	// counters file after it has (cmd/mdbus: the role, then startOps).
 	rwURL, aURL, bURL := rw.metricsURL(t), subA.metricsURL(t), subB.metricsURL(t)
-	time.Sleep(200 * time.Millisecond) // the subscribers have joined before the first message
 	pub := startMdbus(t, bin, ctr, "pub", append(metrics, "pub", "--group", group, "--synthetic", "--count", fmt.Sprint(n),
 		"--rate", "20000", "--hold", "60s")...)
 	pubURL := pub.metricsURL(t)
 
 	// Read the counters while the processes run, until everything is
 	// delivered and has stayed put.
+	// Sampled every 100 ms so that a sample falls mid-run (the run lasts
+	// about a second at 20,000/s).
 	var last map[string]counters.Snapshot
 	midRun, stable := false, 0
-	deadline := time.Now().Add(60 * time.Second)
-	for stable < 5 {
-		require.True(t, time.Now().Before(deadline), "the run did not complete: %v", last)
-		time.Sleep(100 * time.Millisecond)
+	complete := pollEach(60*time.Second, 100*time.Millisecond, func() bool {
 		snaps := snapshots(t, ctr)
 		require.Len(t, snaps, 4)
 		done := true
@@ -249,7 +250,9 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 			stable = 0
 		}
 		last = snaps
-	}
+		return stable >= 5
+	})
+	require.True(t, complete, "the run did not complete: %v", last)
 	require.True(t, midRun, "the publisher's counters were read while it was sending")
 
 	// Prometheus: every role's endpoint passes promtool.
@@ -330,9 +333,7 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 
 	// SIGKILL leaves a file; mdbus stat reports it stale and removes it.
 	victim := startMdbus(t, bin, ctr, "victim", "sub", "--group", group, "--stats", "1s")
-	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 1; time.Sleep(20 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "the victim's counters file did not appear")
-	}
+	waitFor(t, 20*time.Second, func() bool { return len(snapshots(t, ctr)) >= 1 }) // the victim's counters file did not appear
 	require.NoError(t, victim.cmd.Process.Kill())
 	victim.wait(t, 10*time.Second)
 	left, _ = filepath.Glob(filepath.Join(ctr, "*.ctr"))
@@ -440,6 +441,8 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 			func(p *proc) bool { return strings.Contains(p.logs(), "mdbus statsd collect: 239") }},
 		{"bench", []string{"bench", "throughput", "--netns=false", "--systems", "mdbus", "--duration", "30s", "--out", tmp, "--rate", "20k"},
 			func(p *proc) bool { return strings.Contains(p.out(), "mdbus") },
+			// Ready after 2 s of measuring: the signal must find a run under
+			// way (bench prints nothing until its first result).
 			func(p *proc) bool { time.Sleep(2 * time.Second); return true }},
 	} {
 		t.Run(tc.role, func(t *testing.T) {
@@ -452,9 +455,8 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 				p.cmd.Stdin = r
 			}
 			p.start(t)
-			for deadline := time.Now().Add(30 * time.Second); !tc.ready(p) || (tc.role != "bench" && !hasFile(tc.role)); time.Sleep(50 * time.Millisecond) {
-				require.True(t, time.Now().Before(deadline), "%s did not get going:\n%s\n%s", tc.role, p.logs(), p.out())
-			}
+			require.True(t, pollEach(30*time.Second, 50*time.Millisecond, func() bool { return tc.ready(p) && (tc.role == "bench" || hasFile(tc.role)) }),
+				"%s did not get going:\n%s\n%s", tc.role, p.logs(), p.out())
 			require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 			require.Equal(t, 0, p.wait(t, 30*time.Second), "exit code; stderr:\n%s", p.logs())
 			require.True(t, tc.summary(p), "no summary; stdout:\n%s\nstderr:\n%s", p.out(), p.logs())
@@ -472,9 +474,7 @@ func TestOpsMalformedStormIsOneLinePerInterval(t *testing.T) {
 	_, bin, ctr := opsLab(t)
 	const group = "239.192.81.1:31811"
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", group, "--stats", "1s")
-	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 1; time.Sleep(20 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "the subscriber did not start")
-	}
+	waitFor(t, 20*time.Second, func() bool { return len(snapshots(t, ctr)) >= 1 }) // the subscriber did not start
 	c, err := net.Dial("udp4", group)
 	require.NoError(t, err)
 	defer c.Close()
@@ -483,10 +483,21 @@ func TestOpsMalformedStormIsOneLinePerInterval(t *testing.T) {
 		_, err := c.Write([]byte("hello"))
 		require.NoError(t, err)
 		if i%100 == 99 {
-			time.Sleep(50 * time.Millisecond) // ~1.5 s of storm, within the receive buffer
+			// A rate on the wall clock on purpose: ~1.5 s of storm, over
+			// a few log intervals, each burst within the receive buffer.
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Every datagram read (the storm fits the receive buffer): the bound
+	// only decides how long a run that lost some takes.
+	poll(10*time.Second, func() bool {
+		for _, s := range snapshots(t, ctr) {
+			if v, ok := value(s, "sub", counters.SubDatagrams, ""); ok && v >= n {
+				return true
+			}
+		}
+		return false
+	})
 	require.NoError(t, sub.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, sub.wait(t, 20*time.Second))
 	lines := sub.records("datagrams dropped")
@@ -510,12 +521,12 @@ func TestOpsSecondSignalExitsAtOnce(t *testing.T) {
 	_, bin, ctr := opsLab(t)
 	p := startMdbus(t, bin, ctr, "demo", "demo", "--netns=false", "--group", "239.192.82.1:31821", "--duration", "60s",
 		"--rate", "5000", "--subscribers", "1", "--loss", "1", "--no-rewinder")
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.out(), "t="); time.Sleep(50 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "demo did not get going:\n%s", p.logs())
-	}
+	require.True(t, poll(30*time.Second, func() bool { return strings.Contains(p.out(), "t=") }), "demo did not get going:\n%s", p.logs())
 	require.Len(t, snapshots(t, ctr), 1)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	time.Sleep(500 * time.Millisecond) // past the lab's de-duplication of a relayed Ctrl-C
+	// Real time on purpose: the lab takes a second signal within 500 ms
+	// for a relayed copy of the first (netlab's de-duplication window).
+	time.Sleep(500 * time.Millisecond)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	start := time.Now()
 	require.Equal(t, 1, p.wait(t, 10*time.Second))
@@ -539,8 +550,8 @@ func TestOpsMetricsOtherRoles(t *testing.T) {
 	}
 	for _, p := range procs {
 		url := p.metricsURL(t)
-		time.Sleep(300 * time.Millisecond) // a few sampling passes
-		body := scrape(t, url)
+		var body []byte
+		poll(10*time.Second, func() bool { body = scrape(t, url); return strings.Contains(string(body), "mdbus_") })
 		require.Contains(t, string(body), "mdbus_", p.name)
 		promtoolCheck(t, p.name, body)
 	}
@@ -557,9 +568,7 @@ func TestOpsMetricsOtherRoles(t *testing.T) {
 func TestOpsStatHostileDir(t *testing.T) {
 	_, bin, ctr := opsLab(t)
 	pub := startMdbus(t, bin, ctr, "pub", "pub", "--group", "239.192.78.3:31783", "--synthetic", "--rate", "1000", "--duration", "60s")
-	for deadline := time.Now().Add(20 * time.Second); len(snapshots(t, ctr)) < 1; time.Sleep(20 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "no counters file")
-	}
+	waitFor(t, 20*time.Second, func() bool { return len(snapshots(t, ctr)) >= 1 }) // no counters file
 	require.NoError(t, syscall.Mkfifo(filepath.Join(ctr, "sub-1.ctr"), 0o600))
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(ctr, "sub-2.ctr")))
 	// Whatever happens, a stuck reader is released when the test ends.
@@ -583,7 +592,7 @@ func TestOpsStatHostileDir(t *testing.T) {
 
 	live := newMdbus(bin, ctr, "stat-live", "stat", "--interval", "100ms", "--dir", ctr)
 	live.start(t)
-	time.Sleep(500 * time.Millisecond)
+	poll(10*time.Second, func() bool { return strings.Contains(live.out(), "skipped") })
 	require.NoError(t, live.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, live.wait(t, time.Second), "SIGTERM ends the live view")
 	require.Contains(t, live.out(), "skipped")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/nak"
@@ -156,7 +157,7 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 	// suppression test does; the full-size run without -race keeps the
 	// defaults, which is what the acceptance asks.
 	var nc nak.Config
-	if raceEnabled {
+	if race.Enabled {
 		nc = nak.Config{Retry: 50 * time.Millisecond, MaxRetry: 500 * time.Millisecond, Deadline: 10 * time.Second}
 	}
 	var lost sync.Map
@@ -253,7 +254,7 @@ func TestAcceptanceNAKSuppression(t *testing.T) {
 	t.Run("suppression-off", func(t *testing.T) { off = run(t, false, 32020) })
 	t.Logf("NAKs per lost packet: %.2f with suppression, %.2f without", on, off)
 	require.Greater(t, off, 4.0)
-	if raceEnabled {
+	if race.Enabled {
 		// A few hundred losses under a 10x slower runtime, where every
 		// wake-up is late: only the ratio is meaningful; the bound is
 		// checked at full size without -race (CI runs both).
@@ -423,16 +424,11 @@ func TestAcceptanceABArbitration(t *testing.T) {
 			wantLost = append(wantLost, q)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll(30*time.Second, func() bool {
 		mu.Lock()
-		done := len(delivered)+len(lostSeqs) >= n
-		mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(delivered)+len(lostSeqs) >= n
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, wantLost, lostSeqs, "exactly the sequences both feeds lost are reported lost")

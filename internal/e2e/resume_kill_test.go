@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,6 +121,7 @@ func TestAcceptanceResumeKill(t *testing.T) {
 
 	const seed = 88
 	published := make(chan error, 1)
+	var count atomic.Int64 // messages published so far
 	go func() {
 		gen := synth.New(seed)
 		var buf []byte
@@ -129,15 +131,19 @@ func TestAcceptanceResumeKill(t *testing.T) {
 				published <- err
 				return
 			}
+			count.Add(1)
 		}
 		published <- nil
 	}()
-	// Kill at seeded random moments spread over the stream's duration.
+	// Kill at seeded random points spread over the stream, measured in
+	// messages published, so a slow host moves the moments but not where
+	// in the stream they fall.
 	rng := rand.New(rand.NewPCG(seed, 6))
 	span := time.Duration(float64(n) / rate * float64(time.Second))
 	for k := range kills {
 		cmd := start()
-		time.Sleep(span/(kills+2)/2 + time.Duration(rng.Int64N(int64(span/(kills+2)))))
+		at := min(int64(n), count.Load()+int64(n/(kills+2)/2)+rng.Int64N(int64(n/(kills+2))))
+		waitFor(t, 3*span+60*time.Second, func() bool { return count.Load() >= at })
 		require.NoError(t, cmd.Process.Kill()) // SIGKILL: no checkpoint on the way out
 		_ = cmd.Wait()
 		t.Logf("kill %d at %v", k+1, time.Now().Format("15:04:05.000"))
@@ -147,12 +153,7 @@ func TestAcceptanceResumeKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := start()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "final consumer did not start")
-	}
+	require.True(t, poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }), "final consumer did not start")
 	select {
 	case err := <-published:
 		require.NoError(t, err)

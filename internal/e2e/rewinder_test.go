@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
 	"github.com/mdbus/mdbus/packetconn/impair"
@@ -31,7 +32,7 @@ func TestChildPublisher(t *testing.T) {
 		t.Skip("helper process for TestAcceptancePublisherCrash")
 	}
 	rate := 50_000.0
-	if raceEnabled {
+	if race.Enabled {
 		rate = 20_000 // the race detector slows every process of the test 5-10x
 	}
 	pub, err := publisher.New(publisher.Config{Group: netip.MustParseAddrPort(g), Session: "CRASHME",
@@ -83,36 +84,26 @@ func TestAcceptancePublisherCrash(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	session, _ := wire.ParseSession("CRASHME")
 	// Let it run until the rewinder holds a good part of a stream, then kill it.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, next, ok := rw.Cache().Bounds(session)
-		if ok && next > 30_000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatal("child publisher did not get going")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll(20*time.Second, func() bool { _, next, ok := rw.Cache().Bounds(session); return ok && next > 30_000 }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("child publisher did not get going")
 	}
 	require.NoError(t, cmd.Process.Kill()) // SIGKILL: no flush, no end of session
 	_ = cmd.Wait()
 	// The last datagrams in flight land and the rewinder's own subscriber
 	// catches up (under -race on a loaded machine it lagged by 100 ms):
-	// wait until its cache stops growing.
-	var first, next wire.Seq
-	var ok bool
-	for stable, until := 0, time.Now().Add(10*time.Second); stable < 10 && time.Now().Before(until); {
-		time.Sleep(50 * time.Millisecond)
-		f, nx, o := rw.Cache().Bounds(session)
-		if o && nx == next {
-			stable++
-		} else {
-			stable = 0
-		}
-		first, next, ok = f, nx, o
+	// wait until its cache has not grown for 500 ms (five times that lag;
+	// the publisher is dead, so nothing new is sent).
+	type bounds struct {
+		first, next wire.Seq
+		ok          bool
 	}
+	b := settle(10*time.Second, 500*time.Millisecond, func() bounds {
+		f, nx, o := rw.Cache().Bounds(session)
+		return bounds{f, nx, o}
+	})
+	first, next, ok := b.first, b.next, b.ok
 	fs := rw.FeedStats()
 	t.Logf("rewinder feed: kernel drops %d, lost %d messages in %d ranges, read buffer granted %d bytes",
 		fs.KernelDrops, fs.LostMessages, fs.LostRanges, fs.ReadBufferGranted)
@@ -133,9 +124,7 @@ func TestAcceptancePublisherCrash(t *testing.T) {
 	sum := want.Sum()
 	wait := time.Now().Add(10 * time.Second)
 	for _, c := range cs {
-		for c.Delivered() < n && time.Now().Before(wait) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll(time.Until(wait), func() bool { return c.Delivered() >= n })
 	}
 	t.Logf("publisher killed after %d messages reached the wire", n)
 	for i, c := range cs {

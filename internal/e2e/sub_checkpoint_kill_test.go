@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,7 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 
 	const seed = 89
 	published := make(chan error, 1)
+	var count atomic.Int64 // messages published so far
 	go func() {
 		gen := synth.New(seed)
 		var buf []byte
@@ -70,6 +72,7 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 				published <- err
 				return
 			}
+			count.Add(1)
 		}
 		published <- nil
 	}()
@@ -79,31 +82,30 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 	// process left them, the worst moment for at-least-once.
 	afterSave := func() {
 		prev, _ := os.Stat(ckpt)
-		for range 600 {
-			time.Sleep(500 * time.Microsecond)
-			if fi, err := os.Stat(ckpt); err == nil && (prev == nil || !os.SameFile(prev, fi)) {
-				return
-			}
-		}
+		poll(300*time.Millisecond, func() bool {
+			fi, err := os.Stat(ckpt)
+			return err == nil && (prev == nil || !os.SameFile(prev, fi))
+		})
 	}
-	// Kill at seeded random moments spread over the feed's duration.
+	// Kill at seeded random points spread over the feed, measured in
+	// messages published, so a slow host moves the moments but not where
+	// in the feed they fall.
 	rng := rand.New(rand.NewPCG(seed, 8))
 	span := time.Duration(float64(n) / rate * float64(time.Second))
 	for k := range kills {
 		cmd, _ := start(k)
-		time.Sleep(span/(kills+2)/2 + time.Duration(rng.Int64N(int64(span/(kills+2)))))
+		at := min(int64(n), count.Load()+int64(n/(kills+2)/2)+rng.Int64N(int64(n/(kills+2))))
+		waitFor(t, 3*span+60*time.Second, func() bool { return count.Load() >= at })
 		afterSave()
 		require.NoError(t, cmd.Process.Kill()) // SIGKILL: nothing is flushed or saved on the way out
 		_ = cmd.Wait()
 	}
 	final, logPath := start(kills)
 	// The final run has joined once it says where it starts.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(logPath); bytes.Contains(b, []byte("mdbus sub: start")) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "final run did not start")
-	}
+	require.True(t, poll(30*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return bytes.Contains(b, []byte("mdbus sub: start"))
+	}), "final run did not start")
 	select {
 	case err := <-published:
 		require.NoError(t, err)

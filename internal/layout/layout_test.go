@@ -69,6 +69,7 @@ var rules = []rule{
 	{pattern: "cmd/...", rank: 10, below: true},
 	{pattern: "bench/peers/...", rank: 10, below: true},
 	{pattern: "internal/netlab", rank: 0, testOnly: true},
+	{pattern: "internal/race", rank: 0, testOnly: true},
 	{pattern: "internal/labtest", rank: 1, testOnly: true, may: []string{"internal/netlab"}},
 	{pattern: "internal/e2e", rank: 11, testOnly: true, below: true},
 	{pattern: "internal/layout", rank: 11, testOnly: true},

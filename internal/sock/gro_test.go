@@ -287,6 +287,8 @@ func TestGROBusyPoll(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// Real time on purpose: the train must arrive while the reader
+		// busy-polls the kernel's queue, not before it reads.
 		time.Sleep(time.Millisecond)
 		tx.send(t, make([]byte, 20*100), 100)
 	}()

@@ -157,6 +157,8 @@ func TestBusyPoll(t *testing.T) {
 		defer close(sent)
 		msg := []byte("spin")
 		for range ask {
+			// Real time on purpose: the datagram must come while the
+			// reader spins on the kernel's queue (busy poll).
 			time.Sleep(200 * time.Microsecond)
 			if err := tx.WriteTo(msg, group); err != nil {
 				panic(err)
@@ -187,7 +189,7 @@ func TestBusyPoll(t *testing.T) {
 	require.NoError(t, rx.SetReadDeadline(time.Time{}))
 	done := make(chan error, 1)
 	go func() { _, err := rx.ReadBatch(in); done <- err }()
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // real time: the reader is in the kernel's read (spinning or parked)
 	require.NoError(t, rx.Close())
 	select {
 	case err := <-done:

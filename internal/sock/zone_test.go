@@ -100,7 +100,7 @@ func TestZoneHighIndex(t *testing.T) {
 		for _, c := range rx {
 			_ = tx.WriteTo([]byte("zone"), netip.AddrPortFrom(addr, c.LocalAddr().Port()))
 		}
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond) // real time: a resend rate while the kernel joins
 	}
 	<-done
 	for _, c := range rx { // drain what the readers did not need

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/sock"
@@ -15,63 +16,72 @@ import (
 
 func TestReceiverDeadlines(t *testing.T) {
 	held := Config{Reorder: 1, ReorderDepth: 100, ReorderWait: 300 * time.Millisecond}
+	// On the bubble's clock the bounds are exact.
 	t.Run("caller deadline before the hold bound times out, then the held one comes", func(t *testing.T) {
-		f := newFake(t)
-		c, err := NewReceiver(f, held)
-		require.NoError(t, err)
-		defer c.Close()
-		f.push(dataPacket(1, 1))
-		b := sock.NewBatch(4, 2048)
-		start := time.Now()
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Millisecond)))
-		_, err = c.ReadBatch(b)
-		require.True(t, sock.IsTimeout(err), "got %v", err)
-		require.Less(t, time.Since(start), 250*time.Millisecond)
-		require.NoError(t, c.SetReadDeadline(time.Time{}))
-		n, err := c.ReadBatch(b)
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
-		require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(t)
+			c, err := NewReceiver(f, held)
+			require.NoError(t, err)
+			defer c.Close()
+			f.push(dataPacket(1, 1))
+			b := sock.NewBatch(4, 2048)
+			start := time.Now()
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Millisecond)))
+			_, err = c.ReadBatch(b)
+			require.True(t, sock.IsTimeout(err), "got %v", err)
+			require.Equal(t, 30*time.Millisecond, time.Since(start), "at the caller's deadline")
+			require.NoError(t, c.SetReadDeadline(time.Time{}))
+			n, err := c.ReadBatch(b)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			require.Equal(t, 300*time.Millisecond, time.Since(start), "at the hold bound")
+		})
 	})
 	t.Run("no caller deadline: held datagrams end the read at their bound", func(t *testing.T) {
-		f := newFake(t)
-		c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 40 * time.Millisecond})
-		require.NoError(t, err)
-		defer c.Close()
-		f.push(dataPacket(1, 1), dataPacket(2, 1))
-		start := time.Now()
-		b := sock.NewBatch(4, 2048)
-		for n := 0; n < 2; {
-			k, err := c.ReadBatch(b)
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(t)
+			c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 40 * time.Millisecond})
 			require.NoError(t, err)
-			n += k
-		}
-		require.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond)
-		require.Less(t, time.Since(start), time.Second)
+			defer c.Close()
+			f.push(dataPacket(1, 1), dataPacket(2, 1))
+			start := time.Now()
+			b := sock.NewBatch(4, 2048)
+			for n := 0; n < 2; {
+				k, err := c.ReadBatch(b)
+				require.NoError(t, err)
+				n += k
+			}
+			require.Equal(t, 40*time.Millisecond, time.Since(start))
+		})
 	})
+	// In a bubble: synctest.Wait returns once the reader is blocked, and
+	// the clock moves only when every goroutine waits on it, so an
+	// interrupted read that took no virtual time was not woken by a timer.
 	t.Run("deadline set from another goroutine interrupts a read with held datagrams", func(t *testing.T) {
-		f := newFake(t)
-		c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
-		require.NoError(t, err)
-		defer c.Close()
-		f.push(dataPacket(1, 1))
-		require.NoError(t, c.SetReadDeadline(time.Time{}))
-		done := make(chan error, 1)
-		go func() {
-			_, err := c.ReadBatch(sock.NewBatch(4, 2048))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		start := time.Now()
-		require.NoError(t, c.SetReadDeadline(time.Now()))
-		select {
-		case err := <-done:
-			require.True(t, sock.IsTimeout(err), "got %v", err)
-		case <-time.After(2 * time.Second):
-			t.Fatal("ReadBatch not interrupted by SetReadDeadline")
-		}
-		require.Less(t, time.Since(start), time.Second)
-		require.Equal(t, uint64(1), c.Stats().Held)
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(t)
+			c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
+			require.NoError(t, err)
+			defer c.Close()
+			f.push(dataPacket(1, 1))
+			require.NoError(t, c.SetReadDeadline(time.Time{}))
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.ReadBatch(sock.NewBatch(4, 2048))
+				done <- err
+			}()
+			synctest.Wait()
+			start := time.Now()
+			require.NoError(t, c.SetReadDeadline(time.Now()))
+			select {
+			case err := <-done:
+				require.True(t, sock.IsTimeout(err), "got %v", err)
+			case <-time.After(2 * time.Second):
+				t.Fatal("ReadBatch not interrupted by SetReadDeadline")
+			}
+			require.Zero(t, time.Since(start), "the read waited for a timer")
+			require.Equal(t, uint64(1), c.Stats().Held)
+		})
 	})
 	t.Run("ready datagrams come even past the caller deadline", func(t *testing.T) {
 		f := newFake(t)
@@ -128,23 +138,25 @@ func TestClose(t *testing.T) {
 		})
 	}
 	t.Run("receiver close unblocks a read", func(t *testing.T) {
-		f := newFake(t)
-		c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
-		require.NoError(t, err)
-		f.push(dataPacket(1, 1))
-		done := make(chan error, 1)
-		go func() {
-			_, err := c.ReadBatch(sock.NewBatch(4, 2048))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		require.NoError(t, c.Close())
-		select {
-		case err := <-done:
-			require.ErrorIs(t, err, ErrClosed)
-		case <-time.After(2 * time.Second):
-			t.Fatal("ReadBatch not unblocked by Close")
-		}
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(t)
+			c, err := NewReceiver(f, Config{Reorder: 1, ReorderWait: 10 * time.Second})
+			require.NoError(t, err)
+			f.push(dataPacket(1, 1))
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.ReadBatch(sock.NewBatch(4, 2048))
+				done <- err
+			}()
+			synctest.Wait()
+			require.NoError(t, c.Close())
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, ErrClosed)
+			case <-time.After(2 * time.Second):
+				t.Fatal("ReadBatch not unblocked by Close")
+			}
+		})
 	})
 }
 

@@ -3,6 +3,7 @@ package impair
 import (
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/labtest"
@@ -72,20 +73,22 @@ func checkCounts(t *testing.T, want, got Stats, out int) {
 func TestPipelineExactReceiver(t *testing.T) {
 	for _, tc := range pipelineCases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t)
-			c, err := NewReceiver(f, Config{Reorder: 0.5, ReorderWait: 30 * time.Millisecond, Drop: tc.drop})
-			require.NoError(t, err)
-			c.r.e.decideHook = script(tc.ds)
-			f.push(packets(10)...)
-			start := time.Now()
-			// One more than expected: the last read must time out empty.
-			got := readAll(t, c, len(tc.want)+1, 100*time.Millisecond)
-			require.Equal(t, tc.want, got, "%+v held %d pending %d after %v", c.Stats(), c.r.e.held(), c.r.e.pending(), time.Since(start))
-			if tc.st.Reordered > 0 && slices.Equal(tc.want, seqs(1, 10)) {
-				require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "tail released before the wait")
-			}
-			checkCounts(t, tc.st, c.Stats(), len(tc.want))
-			require.NoError(t, c.Close())
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(t)
+				c, err := NewReceiver(f, Config{Reorder: 0.5, ReorderWait: 30 * time.Millisecond, Drop: tc.drop})
+				require.NoError(t, err)
+				c.r.e.decideHook = script(tc.ds)
+				f.push(packets(10)...)
+				start := time.Now()
+				// One more than expected: the last read must time out empty.
+				got := readAll(t, c, len(tc.want)+1, 100*time.Millisecond)
+				require.Equal(t, tc.want, got, "%+v held %d pending %d after %v", c.Stats(), c.r.e.held(), c.r.e.pending(), time.Since(start))
+				if tc.st.Reordered > 0 && slices.Equal(tc.want, seqs(1, 10)) {
+					require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "tail released before the wait")
+				}
+				checkCounts(t, tc.st, c.Stats(), len(tc.want))
+				require.NoError(t, c.Close())
+			})
 		})
 	}
 }
@@ -94,33 +97,38 @@ func TestPipelineExactSender(t *testing.T) {
 	for _, perCall := range []int{1, 10} {
 		for _, tc := range pipelineCases {
 			t.Run(tc.name+"/batch"+string(rune('0'+perCall/10))+string(rune('0'+perCall%10)), func(t *testing.T) {
-				f := newFake(t)
-				c, err := NewSender(f, Config{Reorder: 0.5, ReorderWait: 30 * time.Millisecond, Drop: tc.drop})
-				require.NoError(t, err)
-				c.s.mu.Lock()
-				c.s.e.decideHook = script(tc.ds)
-				c.s.mu.Unlock()
-				ps := packets(10)
-				b := sock.NewBatch(perCall, 0)
-				for i := 0; i < len(ps); i += perCall {
-					for j := range perCall {
-						b.Msgs[j].Buf = ps[i+j]
-						b.Msgs[j].Addr = fakeAddr
-					}
-					n, err := c.WriteBatch(b, perCall)
+				synctest.Test(t, func(t *testing.T) {
+					f := newFake(t)
+					c, err := NewSender(f, Config{Reorder: 0.5, ReorderWait: 30 * time.Millisecond, Drop: tc.drop})
 					require.NoError(t, err)
-					require.Equal(t, perCall, n)
-				}
-				require.Eventually(t, func() bool { return len(f.sentSnapshot()) >= len(tc.want) }, 2*time.Second, time.Millisecond)
-				time.Sleep(40 * time.Millisecond) // nothing more may come
-				var got []wire.Seq
-				for _, d := range f.sentSnapshot() {
-					got = append(got, seqOf(t, d.data))
-					require.Equal(t, fakeAddr, d.to)
-				}
-				require.Equal(t, tc.want, got)
-				checkCounts(t, tc.st, c.Stats(), len(tc.want))
-				require.NoError(t, c.Close())
+					c.s.mu.Lock()
+					c.s.e.decideHook = script(tc.ds)
+					c.s.mu.Unlock()
+					ps := packets(10)
+					b := sock.NewBatch(perCall, 0)
+					for i := 0; i < len(ps); i += perCall {
+						for j := range perCall {
+							b.Msgs[j].Buf = ps[i+j]
+							b.Msgs[j].Addr = fakeAddr
+						}
+						n, err := c.WriteBatch(b, perCall)
+						require.NoError(t, err)
+						require.Equal(t, perCall, n)
+					}
+					// A second on the bubble's clock is past every ReorderWait
+					// (30 ms): all that is held has been released, and nothing
+					// more may come.
+					time.Sleep(time.Second)
+					synctest.Wait()
+					var got []wire.Seq
+					for _, d := range f.sentSnapshot() {
+						got = append(got, seqOf(t, d.data))
+						require.Equal(t, fakeAddr, d.to)
+					}
+					require.Equal(t, tc.want, got)
+					checkCounts(t, tc.st, c.Stats(), len(tc.want))
+					require.NoError(t, c.Close())
+				})
 			})
 		}
 	}

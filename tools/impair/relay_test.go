@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,9 +123,11 @@ func TestRelayStopsOnCancelWithHeldDatagrams(t *testing.T) {
 	a := netip.MustParseAddrPort("239.77.1.6:31106")
 	b := netip.MustParseAddrPort("239.77.1.7:31107")
 	rxB := labRx(t, b)
-	cancel := startRelay(t, RelayConfig{In: a, Out: b, Impair: impair.Config{Delay: 30 * time.Second}})
+	var seen atomic.Uint64 // datagrams forwarded into the relay's sending side
+	cancel := startRelay(t, RelayConfig{In: a, Out: b, Impair: impair.Config{Delay: 30 * time.Second},
+		ProgressEvery: 5 * time.Millisecond, Progress: func(st RelayStats) { seen.Store(st.Impair.Seen) }})
 	send(t, labTx(t), a, packets(3))
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return seen.Load() == 3 }, 10*time.Second, time.Millisecond, "the relay holds the three")
 	require.NoError(t, rxB.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
 	_, err := rxB.ReadBatch(sock.NewBatch(8, 2048))
 	require.True(t, sock.IsTimeout(err), "held for 30s")

@@ -24,10 +24,10 @@ func TestRelayCollectorExact(t *testing.T) {
 		_, err := conn.Write([]byte(d))
 		require.NoError(t, err)
 		if i%200 == 0 {
-			time.Sleep(2 * time.Millisecond)
+			p.readAll(t, uint64(i+1))
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	p.readAll(t, rounds)
 	p.finish(t, 10*time.Second)
 	tot := p.recs[0].totals()
 	t.Logf("flushes %d, metrics %v, lost %v, impair %+v", tot.flushes, tot.metrics, tot.lost, p.imps[0].Stats())

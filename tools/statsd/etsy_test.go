@@ -208,10 +208,11 @@ func straddled(f map[string]float64, prefix string) bool {
 // by GraphiteWriter, or nil if the round's metrics span two intervals.
 func ourGraphite(t *testing.T, rec *recorder, prefix string, timeout time.Duration) map[string]float64 {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var hits []*Flush
+	done := poll(timeout, func() bool {
 		rec.mu.Lock()
-		var hits []*Flush
+		defer rec.mu.Unlock()
+		hits = hits[:0]
 		after := false
 		for _, f := range rec.flushes {
 			has := false
@@ -226,24 +227,22 @@ func ourGraphite(t *testing.T, rec *recorder, prefix string, timeout time.Durati
 				after = true
 			}
 		}
-		rec.mu.Unlock()
-		if len(hits) > 1 {
-			return nil
-		}
-		if len(hits) == 1 && after {
-			var b strings.Builder
-			require.NoError(t, (&GraphiteWriter{W: &b}).WriteFlush(hits[0]))
-			vals := map[string]float64{}
-			for _, line := range strings.Split(b.String(), "\n") {
-				if f := strings.Fields(line); len(f) == 3 {
-					v, _ := strconv.ParseFloat(f[1], 64)
-					vals[f[0]] = v
-				}
-			}
-			return vals
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(hits) > 1 || len(hits) == 1 && after
+	})
+	if !done {
+		t.Fatalf("the collector flushed no interval with %s* in %v", prefix, timeout)
 	}
-	t.Fatalf("the collector flushed no interval with %s* in %v", prefix, timeout)
-	return nil
+	if len(hits) > 1 {
+		return nil
+	}
+	var b strings.Builder
+	require.NoError(t, (&GraphiteWriter{W: &b}).WriteFlush(hits[0]))
+	vals := map[string]float64{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			vals[f[0]] = v
+		}
+	}
+	return vals
 }

@@ -194,20 +194,50 @@ func (p *pipeline) finish(t *testing.T, timeout time.Duration) {
 	p.relay = nil
 	deadline := time.Now().Add(timeout)
 	for _, c := range p.cols {
-		for time.Now().Before(deadline) {
-			c.mu.Lock()
-			n := len(c.streams)
-			c.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll(time.Until(deadline), func() bool { return c.streamCount() == 0 })
 	}
 	for _, c := range p.cols {
 		require.NoError(t, c.Close())
 	}
 	p.cols = nil
+}
+
+// poll calls cond every millisecond until it holds or timeout passes, and
+// says whether it held. It bounds a wait and returns as soon as cond
+// holds; callers that cannot go on without cond require it.
+func poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		}
+	}
+	return true
+}
+
+// streamCount is the streams the collector still tracks (zero once every
+// session it saw has ended).
+func (c *Collector) streamCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.streams)
+}
+
+// readAll waits until the relay has read n datagrams in all. A sender
+// that calls it every few datagrams is paced by the relay's intake rather
+// than by a guessed pause, so the socket buffer never overflows; before
+// finish it makes sure every datagram is in (finish's Close then waits
+// for the readers to publish them). The 10 s bound is for a loaded CI
+// host; a lost datagram shows as a timeout here.
+func (p *pipeline) readAll(t *testing.T, n uint64) {
+	t.Helper()
+	require.True(t, poll(10*time.Second, func() bool { return p.relay.Stats().Datagrams >= n }),
+		"the relay read %d of %d datagrams in 10 s", p.relay.Stats().Datagrams, n)
 }
 
 // udpSender sends datagrams to the relay.

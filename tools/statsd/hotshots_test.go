@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mdbus/mdbus/internal/race"
 )
 
 // envInt reads a size from the environment, else def (short under
@@ -18,7 +20,7 @@ func envInt(name string, def, short int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
 	}
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		return short
 	}
 	return def
@@ -54,15 +56,10 @@ func TestHotShots(t *testing.T) {
 	require.NoError(t, err, "node: %s", out)
 	sendTime := time.Since(start)
 	// Let the relay drain its socket before ending the session.
-	var rs RelayStats
-	for range 100 {
-		rs = p.relay.Stats()
-		if rs.Metrics+rs.BadTotal >= uint64(n) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll(2*time.Second, func() bool { rs := p.relay.Stats(); return rs.Metrics+rs.BadTotal >= uint64(n) })
+	r := p.relay
 	p.finish(t, 30*time.Second)
+	rs := r.Stats()
 	total := time.Since(start)
 
 	// What hot-shots was asked to send.

@@ -79,12 +79,13 @@ func TestRelayUnixIPv6PreAggregate(t *testing.T) {
 		}
 		require.NoError(t, err)
 		if i%50 == 0 {
-			time.Sleep(5 * time.Millisecond)
+			p.readAll(t, uint64(i+1))
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
-	rs := p.relay.Stats()
+	p.readAll(t, 500)
+	r := p.relay
 	p.finish(t, 10*time.Second)
+	rs := r.Stats()
 	tot := p.recs[0].totals()
 	require.Equal(t, uint64(500*5), rs.Metrics)
 	require.Equal(t, float64(2000), tot.counters["pa.c|a:b"])
@@ -120,16 +121,7 @@ func TestClient(t *testing.T) {
 	require.ErrorIs(t, cl.Line([]byte("bad\ncl.c:1|c\n")), ErrBadLine)
 	require.NoError(t, cl.Gauge("cl.neg", -4))
 	require.NoError(t, cl.Close())
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		col.mu.Lock()
-		n := len(col.streams)
-		col.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll(10*time.Second, func() bool { return col.streamCount() == 0 })
 	require.NoError(t, col.Close())
 	tot := rec.totals()
 	require.Equal(t, float64(1000), tot.counters["cl.c|k:v"])
@@ -162,9 +154,10 @@ func TestRelayLongLines(t *testing.T) {
 		_, err := conn.Write([]byte("short:1|c\n" + fits + "\n" + tooLong + "\nshort:1|c\n"))
 		require.NoError(t, err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	rs := p.relay.Stats()
+	p.readAll(t, 10)
+	r := p.relay
 	p.finish(t, 10*time.Second)
+	rs := r.Stats()
 	tot := p.recs[0].totals()
 	require.Equal(t, uint64(10), rs.Bad[ReasonLineTooLong])
 	require.Equal(t, float64(20), tot.counters["short|"])

@@ -1,5 +1,0 @@
-//go:build !race
-
-package statsd
-
-const raceEnabled = false
