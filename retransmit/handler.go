@@ -246,7 +246,7 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 	}
 	msgs, r := h.answerConfirmed(now, req.Session, req.Seq, count, from, src, multicast)
 	if msgs == 0 {
-		if (r == ReasonRateLimited || r == ReasonOutOfRange && h.ahead(req.Session, req.Seq)) &&
+		if (r == ReasonRateLimited || r == ReasonOutOfRange && !h.gone(req.Session, req.Seq)) &&
 			h.hold(now, req.Session, req.Seq, count, from, src, multicast) {
 			h.coal.record(now, key, from, multicast)
 			return

@@ -138,7 +138,22 @@ func (h *handler) keepWaiting(now monotime.Time, d deferred, r Reason) bool {
 	case r != ReasonOutOfRange || now.Sub(d.at) >= aheadHold:
 		return false
 	}
-	return !h.known(d.session) || h.ahead(d.session, d.seq)
+	// Not yet held, or held since the answer was built (the source took
+	// it in meanwhile): look again. Only a range the sources have let go
+	// of (older than they hold) is refused at once.
+	return !h.known(d.session) || h.ahead(d.session, d.seq) || !h.gone(d.session, d.seq)
+}
+
+// gone reports whether every source knowing s holds only sequences after
+// seq: seq fell out of them (or never reached them before the oldest they
+// kept).
+func (h *handler) gone(s wire.Session, seq wire.Seq) bool {
+	for _, src := range h.cfg.sources {
+		if first, _, ok := src.Bounds(s); ok && seq >= first {
+			return false
+		}
+	}
+	return true
 }
 
 // ahead reports whether seq is at or past the next sequence a source

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -140,9 +139,6 @@ type core struct {
 	nlost   []nak.Range             // Poll scratch
 	wake    chan struct{}           // capacity 1: a gap fell due before timerAt; nil without a timer
 	timerAt monotime.Time           // when the timer goroutine will poll next
-	// dueAt mirrors timerAt (0: never) for the readers, which look at it
-	// without the lock after each batch (Subscriber.pollInline).
-	dueAt atomic.Int64
 }
 
 // stream is the state of one (source, session).

@@ -245,9 +245,7 @@
 // message size gives the messages a retransmitter's packet holds
 // (nak.LossDetector.SetMaxRequest), so a MoldUDP64 server, which answers
 // a request with one packet, answers each whole, and a long gap is asked
-// as a window of such requests in flight (NAK.Window, 256). Requests due at
-// once are sent by the reader whose batch revealed the gap, without
-// waiting for the timer goroutine.
+// as a window of such requests in flight (NAK.Window, 256).
 //
 // With a non-zero NAK.Seed every stream's delays are drawn from a seed
 // derived from it and the stream's creation index, so a test replays;

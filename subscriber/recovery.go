@@ -148,7 +148,6 @@ func (c *core) gapFound(s *stream, from, to wire.Seq) {
 func (c *core) rearm(d *nak.LossDetector) {
 	if t, ok := d.Next(); ok && t < c.timerAt {
 		c.timerAt = t
-		c.dueAt.Store(int64(t))
 		select {
 		case c.wake <- struct{}{}:
 		default: // a wake is pending already (or there is no timer)
@@ -341,11 +340,6 @@ func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, mon
 		}
 	}
 	c.timerAt = next
-	if next == maxTime {
-		c.dueAt.Store(0)
-	} else {
-		c.dueAt.Store(int64(next))
-	}
 	return reqs, next, next != maxTime
 }
 

@@ -670,9 +670,6 @@ func (s *Subscriber) run(r *reader) {
 		err := r.readOnce()
 		if err == nil {
 			wait = readRetryMin
-			if s.repair != nil {
-				s.pollInline(monotime.Now())
-			}
 			continue
 		}
 		if s.closed.Load() {

@@ -39,25 +39,6 @@ func (s *Subscriber) runTimer() {
 	}
 }
 
-// pollInline does the recovery work due at now on a reader's goroutine,
-// right after its batch revealed a gap that is due at once (a lone
-// subscriber asks without a back-off): waking the timer goroutine would
-// add a scheduling delay to every repair, which on a busy host is most of
-// the repair's time. It does nothing when the timer goroutine is polling
-// already, and wakes it afterwards so that it sleeps towards the new
-// earliest deadline.
-func (s *Subscriber) pollInline(now monotime.Time) {
-	if t := s.c.dueAt.Load(); t == 0 || monotime.Time(t) > now || !s.pollMu.TryLock() {
-		return
-	}
-	s.pollSend(now)
-	s.pollMu.Unlock()
-	select {
-	case s.c.wake <- struct{}{}:
-	default:
-	}
-}
-
 // pollSend polls every stream with gaps under the core's mutex (requests
 // come back to be sent; ranges given up are reported to their streams),
 // then sends the requests after releasing it. It returns when to poll

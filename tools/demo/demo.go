@@ -253,7 +253,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			cs, ss := rw.Cache().Stats(), rw.ServerStats()
 			fmt.Fprintf(w, "        rewind cached %9d  req %6d answered %6d refused %4d\n",
 				cs.Messages, ss.Requests, ss.Answered, ss.Refused.Total())
+			fs := rw.FeedStats()
 			fmt.Fprintf(w, "               held %d coalesced %d confirms %d refused: %s\n", ss.Deferred, ss.Coalesced, ss.Confirms, ss.Refused)
+			if fs.LostMessages > 0 || fs.KernelDrops > 0 {
+				fmt.Fprintf(w, "               its own feed: %d kernel drops, %d messages lost (holes it cannot serve)\n", fs.KernelDrops, fs.LostMessages)
+			}
 		}
 		for i, s := range subs {
 			d := s.chk.Delivered()
