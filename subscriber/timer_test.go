@@ -91,7 +91,7 @@ func TestTimerGoroutineOnVirtualTime(t *testing.T) {
 		}
 		ms := time.Millisecond
 		require.Equal(t, []time.Duration{1 * ms, 11 * ms, 31 * ms, 51 * ms, 71 * ms, 91 * ms}, at, "delay, then back-off capped at MaxRetry")
-		require.Equal(t, []Loss{{StreamID{Source: srcA, Session: sessA}, 3, 5}}, h.losses, "given up at the deadline")
+		require.Equal(t, []Loss{{StreamID{Source: srcA, Session: sessA, Incarnation: 1}, 3, 5}}, h.losses, "given up at the deadline")
 		require.Equal(t, []wire.Seq{1, 2, 5, 6}, h.seqs(srcA, sessA))
 	})
 }
