@@ -16,13 +16,14 @@ import (
 // fixed number:
 //
 //   - G, the group size: the retransmitter counts the distinct
-//     requesters it heard in the last 10 s and sends the count in every
-//     confirm (wire.Confirm.Group); SetGroup takes it. With G <= 1 there
+//     requesters it heard in the last 10 s and sends the count in its
+//     confirms (wire.Confirm.Group); SetGroup takes it. With G <= 1 there
 //     is nobody to suppress and the delay is 0: a lone subscriber asks
 //     at once.
 //   - R, the repair round trip: from a NAK to the retransmitter's
-//     confirm of it (ObserveRTT), smoothed so that it rises at once and
-//     falls slowly, as NORM's GRTT is the group's largest.
+//     confirm or repair of it, for ranges asked once (ObserveRTT),
+//     smoothed so that it rises at once and falls slowly, as NORM's GRTT
+//     is the group's largest.
 //
 // With λ = ln(G)+1, the window is T = Factor·λ·R and a delay is
 // t = (T/λ)·ln(1 + u·(e^λ − 1)) for u uniform in [0, 1). A receiver that
@@ -44,7 +45,7 @@ type GroupBackoff struct {
 	maxWindow time.Duration
 	rtt       time.Duration
 	group     int
-	mine      float64 // smoothed share of confirms that named a range this receiver was missing
+	mine      float64 // smoothed share of group repairs that filled a range this receiver was missing
 	pcg       rand.PCG
 }
 
@@ -55,7 +56,7 @@ const (
 	DefaultBackoffFactor = 8
 	// DefaultMaxWindow caps the back-off window.
 	DefaultMaxWindow = 150 * time.Millisecond
-	// InitialRTT is the round trip assumed before the first confirm.
+	// InitialRTT is the round trip assumed before the first sample.
 	InitialRTT = time.Millisecond
 	minRTT     = 20 * time.Microsecond
 	maxRTT     = 100 * time.Millisecond
@@ -94,14 +95,14 @@ func (g *GroupBackoff) ObserveRTT(d time.Duration) {
 // RTT is the repair round trip estimate.
 func (g *GroupBackoff) RTT() time.Duration { return g.rtt }
 
-// ObserveConfirm takes one confirm heard on the repair group: mine says
-// whether it named a range this receiver was missing too. Of the confirms
-// a receiver hears, the share that name its own losses tells whether the
+// ObserveRepair takes one repair heard on the repair group: mine says
+// whether it filled a range this receiver was missing too. Of the repairs
+// a receiver hears, the share that fill its own losses tells whether the
 // group's losses are shared: about 1/G when each receiver loses packets
-// of its own (every confirm answers one receiver), 1 when all lose the
+// of its own (every repair answers one receiver), 1 when all lose the
 // same ones. Only shared losses need the back-off, so the group size it
 // is sized by is scaled down to what the losses share (see Shared).
-func (g *GroupBackoff) ObserveConfirm(mine bool) {
+func (g *GroupBackoff) ObserveRepair(mine bool) {
 	v := 0.0
 	if mine {
 		v = 1
@@ -109,7 +110,7 @@ func (g *GroupBackoff) ObserveConfirm(mine bool) {
 	g.mine += (v - g.mine) / confirmSmoothing
 }
 
-// confirmSmoothing: the share follows about the last 32 confirms.
+// confirmSmoothing: the share follows about the last 32 repairs.
 const confirmSmoothing = 32
 
 // Shared estimates the fraction of the group that loses what this

@@ -141,13 +141,13 @@ func TestGroupBackoffSharedLoss(t *testing.T) {
 	g.rtt = 500 * time.Microsecond
 	require.Positive(t, g.Window(), "assumed shared until confirms say otherwise")
 	for i := range 400 { // independent loss: one confirm in 8 is ours
-		g.ObserveConfirm(i%8 == 0)
+		g.ObserveRepair(i%8 == 0)
 	}
 	require.Less(t, g.Shared(), 0.15)
 	require.Zero(t, g.Window(), "own losses are asked at once")
 	require.Zero(t, g.Delay())
 	for range 400 { // shared loss: every confirm is ours
-		g.ObserveConfirm(true)
+		g.ObserveRepair(true)
 	}
 	require.Greater(t, g.Shared(), 0.95)
 	require.Positive(t, g.Window())

@@ -21,6 +21,7 @@ type entry struct {
 	naks      uint32        // NAKs sent for this range
 	start     bool          // the last NAK's request began at from
 	doomed    bool          // declared lost at once (MaxPending rule); the next Poll reports it
+	held      bool          // a confirm said its answer is held back: no round trip sample
 }
 
 func (e *entry) len() uint64 { return uint64(e.to - e.from) }
@@ -50,6 +51,11 @@ type LossDetector struct {
 	// entries is not empty; exact says it is that time.
 	due   monotime.Time
 	exact bool
+
+	// rtt is the round trip the last OnReceived measured; rttOK says it
+	// measured one (see LastRTT).
+	rtt   time.Duration
+	rttOK bool
 
 	st Stats
 }
@@ -192,12 +198,17 @@ func (d *LossDetector) fill(e *entry, n uint64) {
 // the oldest gap among them, for a recovery-time histogram; (0, 0) when r
 // filled nothing. Duplicates and untracked messages are ignored.
 func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, age time.Duration) {
+	d.rttOK = false
 	if r.From >= r.To {
 		return 0, 0
 	}
 	i := d.search(r.From)
 	if i == len(d.entries) || d.entries[i].from >= r.To {
 		return 0, 0
+	}
+	if e := &d.entries[i]; e.naks == 1 && !e.held && !e.doomed && e.from <= r.From {
+		// Asked once, answered: an unambiguous round trip (Karn's rule).
+		d.rtt, d.rttOK = max(now.Sub(e.asked), 0), true
 	}
 	if e := &d.entries[i]; e.from < r.From && e.to > r.To {
 		// r lies strictly inside e: split it in two.
@@ -240,6 +251,13 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 	}
 	return filled, max(now.Sub(oldest), 0)
 }
+
+// LastRTT returns the repair round trip the last OnReceived measured: the
+// time from the only NAK of the range it filled first to its arrival. It
+// reports false when that call measured none (the range was asked more
+// than once, which makes the sample ambiguous; not asked yet; or held
+// back by the server, see OnConfirm).
+func (d *LossDetector) LastRTT() (time.Duration, bool) { return d.rtt, d.rttOK }
 
 // hurry handles a partial answer that ended at from: the entries already
 // asked for that follow from without a break, up to MaxRequest messages,
@@ -457,6 +475,7 @@ func (d *LossDetector) OnConfirm(now monotime.Time, r Range, after time.Duration
 			d.st.Confirmed += e.len()
 		}
 		e.interval = max(e.interval, d.retry())
+		e.held = e.held || after > 0
 		if t := now.Add(after + e.interval); t > e.next {
 			e.next = t
 		}

@@ -86,7 +86,7 @@ type Stats struct {
 // fills. That carries a short catch-up, but a long one breaks its bounds:
 // a gap beyond NAK.MaxPending (65,536 messages) is declared lost at once,
 // a first packet beyond MaxGap (1<<20) is dropped as a sequence jump, and
-// the reorder buffer (16,384 packets) fills while the repairs are fetched
+// the reorder buffer (131,072 packets, 32 MiB) fills while the repairs are fetched
 // at the retransmitter's rate limit. The consumer fetches the history
 // itself, at its own pace, with no such bound on its depth.
 type Consumer struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
@@ -65,7 +66,8 @@ func (r Reason) String() string {
 // by Stats.
 type counters struct {
 	requests, answered, capped, partial          atomic.Uint64
-	coalesced, deferred, deferredAnswered        atomic.Uint64
+	coalesced, deferred, deferredAhead           atomic.Uint64
+	deferredAnswered                             atomic.Uint64
 	confirms, confirmBytes, groupSize, feedRate  atomic.Uint64
 	uniPackets, uniBytes, mPackets, mBytes, msgs atomic.Uint64
 	sendErrors, readErrors, kernelDrops          atomic.Uint64
@@ -176,17 +178,20 @@ type handlerConfig struct {
 // validation, caps, rate limits, coalescing and building the answer. It is
 // owned by one goroutine.
 type handler struct {
-	cfg      handlerConfig
-	global   bucket
-	reqs     requesterTable
-	coal     coalesceTable
-	group    groupTable
-	later    []deferred // requests held back for tokens, oldest first
-	maxLater int
-	budget   feedBudget
-	uni      *outQueue
-	multi    *outQueue // nil without a repair group
-	st       *counters
+	cfg    handlerConfig
+	global bucket
+	reqs   requesterTable
+	coal   coalesceTable
+	group  groupTable
+	later  []deferred // requests held back for tokens, oldest first
+	// The last "sending" confirm: when, and the group size it carried.
+	sentAt    monotime.Time
+	sentGroup uint16
+	maxLater  int
+	budget    feedBudget
+	uni       *outQueue
+	multi     *outQueue // nil without a repair group
+	st        *counters
 }
 
 func (h *handler) refuse(r Reason) { h.st.refused[r].Add(1) }
@@ -222,7 +227,9 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 		multicast := h.multi != nil && !h.cfg.unicastFirst
 		if !h.hold(now, req.Session, req.Seq, count, from, src, multicast) {
 			h.refuse(ReasonUnknownSession)
+			return
 		}
+		h.st.deferredAhead.Add(1)
 		return
 	}
 	count := int(req.Count)
@@ -248,6 +255,9 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 	if msgs == 0 {
 		if (r == ReasonRateLimited || r == ReasonOutOfRange && !h.gone(req.Session, req.Seq)) &&
 			h.hold(now, req.Session, req.Seq, count, from, src, multicast) {
+			if r == ReasonOutOfRange {
+				h.st.deferredAhead.Add(1)
+			}
 			h.coal.record(now, key, from, multicast)
 			return
 		}
@@ -258,10 +268,13 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 	h.coal.record(now, key, from, multicast)
 }
 
-// answerConfirmed is answer, with a multicast answer preceded by its
-// confirm (wire.ConfirmSending for the messages answered) on the repair
-// group: the subscribers that miss the same range learn that it is on its
-// way before it arrives, and the one that asked gets a round trip sample.
+// answerConfirmed is answer, with a multicast answer preceded now and
+// then by its confirm (wire.ConfirmSending for the messages answered) on
+// the repair group: at most one per sendingEvery, and at once when the
+// group size changed. Its job is to carry the group size, which sizes
+// the subscribers' back-off; the repair itself, microseconds behind it,
+// tells those missing the same range that it came, so a confirm per
+// answer would only double the packets every subscriber reads.
 func (h *handler) answerConfirmed(now monotime.Time, s wire.Session, seq wire.Seq, count int, from netip.AddrPort, src netip.Addr, multicast bool) (int, Reason) {
 	var start int
 	if multicast {
@@ -269,11 +282,19 @@ func (h *handler) answerConfirmed(now monotime.Time, s wire.Session, seq wire.Se
 	}
 	msgs, r := h.answer(now, s, seq, count, from, src, multicast)
 	if msgs > 0 && multicast {
-		h.confirm(now, wire.Confirm{Session: s, Seq: seq, Count: uint16(msgs), Kind: wire.ConfirmSending}, from, true)
-		h.multi.moveLastTo(start)
+		if g := h.group.size(now); g != h.sentGroup || h.sentAt == 0 || now.Sub(h.sentAt) >= sendingEvery {
+			if h.confirm(now, wire.Confirm{Session: s, Seq: seq, Count: uint16(msgs), Kind: wire.ConfirmSending}, from, true) {
+				h.multi.moveLastTo(start)
+				h.sentGroup, h.sentAt = g, now
+			}
+		}
 	}
 	return msgs, r
 }
+
+// sendingEvery bounds the "sending" confirms on the repair group: 100 a
+// second keep every subscriber's group size fresh.
+const sendingEvery = 10 * time.Millisecond
 
 // answered accounts for an answer of msgs messages to a request for
 // count.
@@ -291,10 +312,10 @@ func (h *handler) answered(now monotime.Time, s wire.Session, seq wire.Seq, coun
 // global bucket like the answers, so that the server's total stays
 // within its rate; when that bucket is dry the confirm is skipped (the
 // requester then retries after its backoff, as without confirms).
-func (h *handler) confirm(now monotime.Time, c wire.Confirm, to netip.AddrPort, multicast bool) {
+func (h *handler) confirm(now monotime.Time, c wire.Confirm, to netip.AddrPort, multicast bool) bool {
 	h.global.Refill(now)
 	if !h.global.Has(wire.ConfirmLen) {
-		return
+		return false
 	}
 	h.global.Take(wire.ConfirmLen)
 	q := h.uni
@@ -305,6 +326,7 @@ func (h *handler) confirm(now monotime.Time, c wire.Confirm, to netip.AddrPort, 
 	q.push(wire.AppendConfirm(q.buf(), c), to)
 	h.st.confirms.Add(1)
 	h.st.confirmBytes.Add(wire.ConfirmLen)
+	return true
 }
 
 // answer queues the packets for [seq, seq+count) ∩ held, within the caps

@@ -500,11 +500,13 @@ type ServerStats struct {
 	// everyone on the repair group or for the same requester: their
 	// answer is already on its way, so they are not refused.
 	Coalesced uint64
-	// Deferred counts requests held back for want of bucket tokens and
-	// confirmed as wire.ConfirmLater; DeferredAnswered those answered
-	// since (the rest are still held, or were refused when their range
-	// left the sources). Held is the number held now.
-	Deferred, DeferredAnswered uint64
+	// Deferred counts requests held back and confirmed as
+	// wire.ConfirmLater: for want of bucket tokens, or (DeferredAhead of
+	// them) for messages or a session the sources had not received yet.
+	// DeferredAnswered counts those answered since (the rest are still
+	// held, or were refused when their range left the sources or never
+	// came).
+	Deferred, DeferredAhead, DeferredAnswered uint64
 	// Confirms counts the NAK confirms sent (wire.Confirm), ConfirmBytes
 	// their bytes.
 	Confirms, ConfirmBytes uint64
@@ -549,6 +551,7 @@ func (c *counters) snapshot() ServerStats {
 		Partial:          c.partial.Load(),
 		Coalesced:        c.coalesced.Load(),
 		Deferred:         c.deferred.Load(),
+		DeferredAhead:    c.deferredAhead.Load(),
 		DeferredAnswered: c.deferredAnswered.Load(),
 		Confirms:         c.confirms.Load(),
 		ConfirmBytes:     c.confirmBytes.Load(),

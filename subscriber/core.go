@@ -178,7 +178,7 @@ type stream struct {
 	// incarnation (see suspect).
 	jump, restart suspect
 	held          []heldPacket // sorted by seq; len <= cfg.reorder; a window into heldBase
-	heldBase      []heldPacket // backing array, cap cfg.reorder: drain advances held's start without copying
+	heldBase      []heldPacket // backing array, grown up to twice cfg.reorder: drain advances held's start without copying (see insertHeld)
 	heldBytes     int          // bytes of the packets in held
 
 	// Recovery: the gaps being recovered (nil until the first gap), the
@@ -307,6 +307,13 @@ func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time
 	if s.stopped {
 		c.drop(DropStopped)
 		return
+	}
+	if fromRepair && c.feed == FeedRepairGroup && c.backoff != nil && h.Count > 0 && h.Seq < s.horizon {
+		// A repair on the group for a range this subscriber has seen
+		// past (one beyond its horizon may be a loss it has not found
+		// yet): did it fill a loss of ours? The share that do tells
+		// shared losses from independent ones (nak.GroupBackoff).
+		c.backoff.ObserveRepair(s.nak != nil && s.nak.Overlaps(nak.Range{From: h.Seq, To: h.Seq + wire.Seq(h.Count)}))
 	}
 	c.handleIn(s, p)
 }
@@ -855,26 +862,60 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 		c.st.ReorderEvicted++
 		c.gapFound(s, ev.seq, ev.end)
 	}
-	if s.heldBase == nil {
-		s.heldBase = make([]heldPacket, 0, c.cfg.reorder)
-		s.held = s.heldBase
-	}
-	if len(s.held) == cap(s.held) { // the window reached the end: compact (amortised O(1))
-		full := s.heldBase[:cap(s.heldBase)]
-		n := copy(full, s.held)
-		clear(full[n:])
-		s.held = full[:n]
-	}
 	buf := wire.AppendHeader(c.slot(), p.Header)
 	buf = append(buf, p.Body()...)
 	s.heldBytes += len(buf)
-	s.held = slices.Insert(s.held, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed, at: c.now})
+	c.insertHeld(s, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed, at: c.now})
 	s.heldMax = max(s.heldMax, len(s.held))
 	c.st.HeldMax = max(c.st.HeldMax, len(s.held))
 	c.st.Held++
 	c.st.Reordered++
 	return holdOK
 }
+
+// insertHeld inserts h at index i of s.held, which has room for it
+// (len(s.held) < cfg.reorder). s.held is a window into s.heldBase: drain
+// advances its start, so there is usually room on both sides, and the
+// insert moves the shorter side, the entries before i one slot down or
+// those from i one slot up. Repairs land near the front (the oldest
+// gaps), the live feed at the back, so both cost little even with a
+// hundred thousand packets held behind a gap; a plain insert moved
+// everything after a repair, megabytes per repair, and under sustained
+// loss that copying alone made a subscriber fall further behind.
+//
+// The backing array grows by doubling from heldInitial, up to twice
+// cfg.reorder, so that a stream that holds little costs little, and a
+// full window is compacted only when the room it frees at the end is at
+// least a quarter of the array (amortised O(1) per packet).
+func (c *core) insertHeld(s *stream, i int, h heldPacket) {
+	n := len(s.held)
+	off := cap(s.heldBase) - cap(s.held) // s.held's start in s.heldBase
+	if i < n/2 && off > 0 {
+		w := s.heldBase[off-1 : off+n]
+		copy(w[:i], s.held[:i])
+		w[i] = h
+		s.held = w
+		return
+	}
+	if n == cap(s.held) { // the window reached the end of the array
+		limit := 2 * max(c.cfg.reorder, 1)
+		if off > 0 && (4*off >= cap(s.heldBase) || cap(s.heldBase) >= limit) {
+			full := s.heldBase[:cap(s.heldBase)]
+			copy(full, s.held)
+			clear(full[n:])
+			s.held = full[:n]
+		} else {
+			grown := make([]heldPacket, n, min(max(2*cap(s.heldBase), heldInitial), limit))
+			copy(grown, s.held)
+			clear(s.held)
+			s.heldBase, s.held = grown[:0], grown
+		}
+	}
+	s.held = slices.Insert(s.held, i, h)
+}
+
+// heldInitial is the first size of a stream's held array.
+const heldInitial = 256
 
 // reportGap reports [s.horizon, to) missing when it is not empty, and
 // moves the horizon to it.
@@ -1018,7 +1059,7 @@ func (c *core) finish(s *stream) {
 	}
 	s.ended = true
 	c.release(s, 0)
-	s.held = nil
+	s.held, s.heldBase = nil, nil
 	c.abandon(s)
 	c.st.StreamsEnded++
 	if c.cfg.onEnd != nil {

@@ -108,12 +108,6 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 		return
 	}
 	r := nak.Range{From: cf.Seq, To: cf.Seq + wire.Seq(cf.Count)}
-	if c.backoff != nil && c.feed != FeedRepair && cf.Kind == wire.ConfirmSending && r.From < s.horizon {
-		// A confirm on the repair group of a range this subscriber has
-		// seen past (one beyond its horizon may be a loss it has not
-		// found yet): does it name a loss of ours?
-		c.backoff.ObserveConfirm(s.nak != nil && s.nak.Overlaps(r))
-	}
 	if s.nak == nil {
 		return
 	}
@@ -165,6 +159,9 @@ func (c *core) received(s *stream, from, to wire.Seq) {
 	filled, age := s.nak.OnReceived(c.now, nak.Range{From: from, To: to})
 	if filled == 0 {
 		return
+	}
+	if rtt, ok := s.nak.LastRTT(); ok && c.fromRepair && c.backoff != nil {
+		c.backoff.ObserveRTT(rtt)
 	}
 	// A repair that fills the front of a requested range makes the
 	// detector ask for the rest sooner (nak.Config.Continue) than the

@@ -39,7 +39,7 @@ const (
 	// DefaultStreamIdleTimeout is how long a stream may be silent before
 	// it is forgotten.
 	DefaultStreamIdleTimeout = 10 * time.Minute
-	DefaultReorderPackets    = 16384
+	DefaultReorderPackets    = 131072
 	DefaultReorderBytes      = 32 << 20
 	DefaultMaxGap            = 1 << 20
 )
@@ -95,18 +95,23 @@ type Config struct {
 	// forgotten.
 	StreamIdleTimeout time.Duration
 	// ReorderPackets bounds the out-of-order packets held per stream;
-	// default 16384 (about 90 ms at 180,000 packets/s, the rate of 4M
-	// 64-byte msgs/s in 1472-byte packets: room for a NAK delay, a repair
-	// round trip, a lost repair and its retry), negative holds none.
-	// ReorderBytes bounds the bytes they take; default 32 MiB (3,700
-	// jumbo packets, 80 ms of 6M msgs/s in 8972-byte packets), negative
-	// for no byte bound. A smaller buffer (4096 packets) does not outlast
-	// a repair that needs a retry at 4M msgs/s with 1% loss on a 2-core
-	// machine. When either bound is reached, the stream gives up its
-	// oldest gap as a Loss (Stats.ReorderOverflows); with a Retransmitter, only
-	// once that gap has waited two NAK retry intervals (until then the
-	// newer packet is dropped and asked for again). Raise it where repairs
-	// may take longer than it lasts at the feed's packet rate.
+	// default 131072, negative holds none. ReorderBytes bounds the bytes
+	// they take; default 32 MiB (22,000 full 1472-byte packets, 3,700
+	// jumbo ones), negative for no byte bound. The packet bound is sized
+	// to outlast the NAK deadline (1 s) at a feed's packet rate when its
+	// packets are small: at 80,000 packets/s of two or three ITCH
+	// messages, the 16,384 held before filled in 200 ms, and a subscriber
+	// that fell that far behind a repair under sustained loss (3
+	// subscribers at 5% loss on 2 cores) gave up gaps the retransmitter
+	// was still answering. Holding costs the packet's bytes plus 56 bytes
+	// of bookkeeping (at most 14 MiB at the bound, taken only as the
+	// buffer fills). When either bound is reached, a repair older than
+	// the newest held packet takes that one's slot (it is asked for
+	// again), and otherwise the stream gives up its oldest gap as a Loss
+	// (Stats.ReorderOverflows); with a Retransmitter, only once that gap
+	// has waited two NAK retry intervals (until then the newer packet is
+	// dropped and asked for again). Raise them where repairs may take
+	// longer than the buffer lasts at the feed's rate.
 	ReorderPackets int
 	ReorderBytes   int
 	// Timestamps asks the kernel for receive timestamps (SO_TIMESTAMPNS)

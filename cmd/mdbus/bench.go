@@ -332,15 +332,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
-			return usageErr("--cpuprofile: %v", err)
+			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench: cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 
 	var lossy []float64 // --with-loss: mdbus again at each --loss
@@ -546,4 +542,18 @@ func benchChart(out string, inputs []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d series)\n", out, len(series))
 	return nil
+}
+
+// startCPUProfile starts a CPU profile of this process into path and
+// returns the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, usageErr("--cpuprofile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

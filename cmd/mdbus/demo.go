@@ -31,6 +31,7 @@ on this host's loopback interface with TTL 0 (lo must have multicast on).`)
 	reorder := probFlag(fs, "reorder", 0, "each subscriber reorders this fraction of received datagrams (0-1)")
 	dup := probFlag(fs, "dup", 0, "each subscriber duplicates this fraction of received datagrams (0-1)")
 	noRewind := fs.Bool("no-rewinder", false, "do not run the rewinder (no retransmission: losses stay lost)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole demo (publisher, rewinder, subscribers) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,6 +45,13 @@ on this host's loopback interface with TTL 0 (lo must have multicast on).`)
 	}
 	if *subs < 1 || *subs > 64 {
 		return usageErr("--subscribers %d: want 1 to 64", *subs)
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	ops, err := startOps("demo")
 	if err != nil {

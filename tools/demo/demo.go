@@ -107,6 +107,12 @@ type Result struct {
 	Recovered  uint64
 	Lost       uint64
 	Unanswered uint64 // re-requests sent again: no answer within the retry interval
+	// KernelDrops counts datagrams the kernel dropped for want of receive
+	// buffer (the subscriber fell behind), beyond the injected loss.
+	KernelDrops uint64
+	// ReorderOverflows counts gaps given up because the reorder buffer
+	// filled behind them.
+	ReorderOverflows uint64
 	// The NAK back-off: subscribers asking the rewinder, the share of them
 	// that lose what this one loses, the window, the repair round trip.
 	Group    int
@@ -254,7 +260,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			fmt.Fprintf(w, "        rewind cached %9d  req %6d answered %6d refused %4d\n",
 				cs.Messages, ss.Requests, ss.Answered, ss.Refused.Total())
 			fs := rw.FeedStats()
-			fmt.Fprintf(w, "               held %d coalesced %d confirms %d refused: %s\n", ss.Deferred, ss.Coalesced, ss.Confirms, ss.Refused)
+			fmt.Fprintf(w, "               held %d (%d not yet cached) coalesced %d confirms %d refused: %s\n", ss.Deferred, ss.DeferredAhead, ss.Coalesced, ss.Confirms, ss.Refused)
 			if fs.LostMessages > 0 || fs.KernelDrops > 0 {
 				fmt.Fprintf(w, "               its own feed: %d kernel drops, %d messages lost (holes it cannot serve)\n", fs.KernelDrops, fs.LostMessages)
 			}
@@ -330,7 +336,7 @@ publish:
 	for _, s := range subs {
 		st := s.s.Stats()
 		r := Result{Name: s.name, Gaps: st.Gaps, NAKs: st.NAKs, Recovered: st.Recovered, Lost: st.LostMessages,
-			Unanswered: st.Retries, Group: st.GroupSize, Shared: st.SharedLoss, Backoff: st.Backoff, RTT: st.RepairRTT}
+			Unanswered: st.Retries, KernelDrops: st.KernelDrops, ReorderOverflows: st.ReorderOverflows, Group: st.GroupSize, Shared: st.SharedLoss, Backoff: st.Backoff, RTT: st.RepairRTT}
 		s.mu.Lock()
 		r.Latency = s.lat.Total()
 		s.mu.Unlock()
@@ -367,6 +373,12 @@ publish:
 		}
 		fmt.Fprintf(w, "  %-6s delivered %d/%d, in order %v, duplicates %d\n", r.Name, r.Delivered, sum.Sent, r.OutOfOrder == 0, r.Duplicates)
 		fmt.Fprintf(w, "         gaps %d, NAKs %d (unanswered %d), recovered %d, lost %d\n", r.Gaps, r.NAKs, r.Unanswered, r.Recovered, r.Lost)
+		if r.ReorderOverflows > 0 {
+			fmt.Fprintf(w, "         reorder buffer full %d times: the oldest gap was given up to make room\n", r.ReorderOverflows)
+		}
+		if r.KernelDrops > 0 {
+			fmt.Fprintf(w, "         kernel drops %d: the subscriber fell behind its socket buffer\n", r.KernelDrops)
+		}
 		if r.Group > 0 {
 			fmt.Fprintf(w, "         back-off: %d asking, %.0f%% share its losses, window %v, rtt %v\n",
 				r.Group, 100*r.Shared, r.Backoff.Round(time.Microsecond), r.RTT.Round(time.Microsecond))
