@@ -30,6 +30,13 @@ const (
 	// recover (no Retransmitter, RepairGroup or Secondary) waits for a
 	// reordered packet before it declares a gap lost.
 	DefaultReorderWindow = 20 * time.Millisecond
+	// UnicastNAKDelay is the wait before the first NAK of a gap when
+	// repairs come unicast and there is one feed (no RepairGroup, no
+	// Secondary) and Config.NAK sets no delay: room for a reordered
+	// packet, as Aeron's unicast NAK delay, instead of nak's random
+	// 0-2 ms, which exists to let other receivers' repairs suppress a
+	// NAK.
+	UnicastNAKDelay = 100 * time.Microsecond
 	DefaultBatchSize     = 64
 	DefaultDatagramSize  = wire.MaxPayloadSize
 	DefaultMaxStreams    = 64
@@ -228,7 +235,9 @@ type Config struct {
 	SecondarySource netip.Addr
 	// NAK tunes when missing messages are asked for again and when they
 	// are given up (package nak). The zero value takes nak's LAN defaults:
-	// a random delay in [0, 2 ms) before the first NAK, retries after
+	// before the first NAK, the group back-off with a RepairGroup
+	// (nak.GroupBackoff), UnicastNAKDelay with unicast repairs and one
+	// feed, else a random delay in [0, 2 ms); retries after
 	// 10 ms doubling to 100 ms, lost after 1 s, at most 1024 messages per
 	// request and 65536 tracked per stream. A zero Seed draws a random one;
 	// a non-zero Seed makes the delays replayable (each stream derives its
@@ -415,6 +424,13 @@ func (c Config) core() coreConfig {
 			}
 		}
 		nc.Generator = nak.FixedDelay(nc.Deadline)
+	}
+	if c.asks() && !c.RepairGroup.IsValid() && !c.Secondary.IsValid() && nc.Delay <= 0 && nc.Generator == nil {
+		// Unicast repairs and one feed: no other receiver hears this
+		// one's requests or repairs and no partner feed can fill the
+		// gap, so a random wait suppresses nothing. Only reordering can
+		// still fill it, within microseconds on a host or LAN.
+		nc.Generator = nak.FixedDelay(UnicastNAKDelay)
 	}
 	return coreConfig{
 		maxStreams: c.MaxStreams,
