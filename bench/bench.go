@@ -154,7 +154,7 @@ type settings struct {
 	ifi *net.Interface
 }
 
-func (c Config) settle() (settings, error) {
+func (c Config) withDefaults() (settings, error) {
 	s := settings{Config: c}
 	bad := func(format string, a ...any) (settings, error) {
 		return s, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))

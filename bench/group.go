@@ -95,7 +95,9 @@ type groupSpec struct {
 	Timeout                      time.Duration
 }
 
-func (c *GroupConfig) withDefaults() error {
+// withDefaults returns c with its defaults filled in, or an error naming
+// the value out of range.
+func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	if c.Interface == "" {
 		c.Interface = "lo"
 	}
@@ -111,17 +113,17 @@ func (c *GroupConfig) withDefaults() error {
 	}
 	switch {
 	case c.Subs < 1 || c.Subs > 256:
-		return fmt.Errorf("%w: %d subscribers: want 1 to 256", ErrConfig, c.Subs)
+		return c, fmt.Errorf("%w: %d subscribers: want 1 to 256", ErrConfig, c.Subs)
 	case c.Count < 1:
-		return fmt.Errorf("%w: count %d: want at least 1", ErrConfig, c.Count)
+		return c, fmt.Errorf("%w: count %d: want at least 1", ErrConfig, c.Count)
 	case !(c.Rate > 0) || c.Rate > MaxRate:
-		return fmt.Errorf("%w: rate %v: want a positive rate up to %g", ErrConfig, c.Rate, MaxRate)
+		return c, fmt.Errorf("%w: rate %v: want a positive rate up to %g", ErrConfig, c.Rate, MaxRate)
 	case c.Size < 8 || c.Size > 1400:
-		return fmt.Errorf("%w: size %d: want 8 to 1400 bytes", ErrConfig, c.Size)
+		return c, fmt.Errorf("%w: size %d: want 8 to 1400 bytes", ErrConfig, c.Size)
 	case !c.Group.Addr().Is4() || !c.Group.Addr().IsMulticast() || c.Group.Port() == 0 || c.Group.Port() == 65535:
-		return fmt.Errorf("%w: group %v: want an IPv4 multicast address and port", ErrConfig, c.Group)
+		return c, fmt.Errorf("%w: group %v: want an IPv4 multicast address and port", ErrConfig, c.Group)
 	}
-	return nil
+	return c, nil
 }
 
 // groupMessage fills b with message seq: its sequence, then bytes that
@@ -136,7 +138,8 @@ func groupMessage(b []byte, seq uint64) {
 
 // RunGroup runs one group-scale recovery measurement; see GroupConfig.
 func RunGroup(ctx context.Context, cfg GroupConfig) (GroupResult, error) {
-	if err := cfg.withDefaults(); err != nil {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
 		return GroupResult{}, err
 	}
 	ifi, err := net.InterfaceByName(cfg.Interface)

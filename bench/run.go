@@ -34,7 +34,7 @@ type Bench struct {
 
 // New validates cfg and returns a Bench ready to run cases. Close it.
 func New(cfg Config) (*Bench, error) {
-	s, err := cfg.settle()
+	s, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}

@@ -632,29 +632,19 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 		next = h.Next()
 	}
 	var badMsgs, badBytes uint64
-	for cnt := int(n); cnt > 0; {
-		sent, err := p.conn.WriteBatch(b, cnt)
-		p.st.writeBatches.Add(1)
-		sent = min(max(sent, 0), cnt)
-		if err == nil && sent == 0 {
-			err = io.ErrNoProgress
+	calls := sock.SendAll(p.conn, b, int(n), func(m *sock.Message, err error) bool {
+		if firstErr == nil {
+			firstErr = fmt.Errorf("publisher: send to %s: %w", p.s.group, err)
 		}
-		skip := sent
-		if err != nil {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("publisher: send to %s: %w", p.s.group, err)
-			}
-			if sent < cnt {
-				skip++ // drop the packet the kernel refused
-				h, _ := wire.ParseHeader(b.Msgs[sent].Buf)
-				bad++
-				badMsgs += uint64(h.MessageCount())
-				badBytes += uint64(len(b.Msgs[sent].Buf))
-			}
+		if m != nil {
+			h, _ := wire.ParseHeader(m.Buf)
+			bad++
+			badMsgs += uint64(h.MessageCount())
+			badBytes += uint64(len(m.Buf))
 		}
-		copy(b.Msgs, b.Msgs[skip:cnt])
-		cnt -= skip
-	}
+		return true
+	})
+	p.st.writeBatches.Add(uint64(calls))
 	p.sentNext = next
 	p.st.messages.Add(msgs - badMsgs)
 	p.st.bytes.Add(size - badBytes)

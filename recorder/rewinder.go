@@ -216,7 +216,7 @@ func (r *Rewinder) startHeartbeats(group netip.AddrPort, ifname string, ttl int)
 	}
 	c, err := sock.Open(sock.Config{Local: local, Interface: ifi, TTL: ttl, Loopback: true})
 	if err != nil {
-		return err
+		return fmt.Errorf("heartbeat socket: %w", err)
 	}
 	r.hbConn, r.hbGroup = c, group
 	r.wg.Add(1)

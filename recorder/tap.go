@@ -121,7 +121,7 @@ func (t *tap) message(m subscriber.Message) {
 		mark = journal.PacketSame
 	}
 	if err := w.AppendMarked(m.Seq, t.pktTime, m.Data, mark); err != nil {
-		t.fail(fmt.Errorf("recorder: journal %s seq %d: %w", m.Stream, m.Seq, err))
+		t.fail(fmt.Errorf("recorder: stream %s seq %d: %w", m.Stream, m.Seq, err))
 		return
 	}
 	t.pktW = w
@@ -134,7 +134,7 @@ func (t *tap) message(m subscriber.Message) {
 func (t *tap) create(m subscriber.Message) *journal.Writer {
 	w, err := t.j.Create(m.Stream.Session, m.Stream.Source, m.Seq)
 	if err != nil {
-		t.fail(fmt.Errorf("recorder: journal %s from %d: %w", m.Stream, m.Seq, err))
+		t.fail(fmt.Errorf("recorder: from seq %d: %w", m.Seq, err))
 		return nil
 	}
 	t.writers[m.Stream] = w
@@ -219,7 +219,7 @@ func (t *tap) end(id wire.StreamID, next wire.Seq) {
 		}
 	}
 	if err := w.End(next); err != nil {
-		t.fail(fmt.Errorf("recorder: journal %s end at %d: %w", id, next, err))
+		t.fail(fmt.Errorf("recorder: stream %s end at %d: %w", id, next, err))
 	}
 	t.st.Ended++
 	t.closeWriter(id, w)
@@ -227,7 +227,7 @@ func (t *tap) end(id wire.StreamID, next wire.Seq) {
 
 func (t *tap) closeWriter(id wire.StreamID, w *journal.Writer) {
 	if err := w.Close(); err != nil && !errors.Is(err, journal.ErrClosed) {
-		t.fail(fmt.Errorf("recorder: journal %s close: %w", id, err))
+		t.fail(fmt.Errorf("recorder: stream %s: %w", id, err))
 	}
 	delete(t.writers, id)
 	delete(t.held, id)
@@ -266,7 +266,7 @@ func (t *tap) close() error {
 	var errs []error
 	for id, w := range t.writers {
 		if err := w.Close(); err != nil && !errors.Is(err, journal.ErrClosed) {
-			errs = append(errs, fmt.Errorf("recorder: journal %s close: %w", id, err))
+			errs = append(errs, fmt.Errorf("recorder: stream %s: %w", id, err))
 		}
 	}
 	clear(t.writers)

@@ -37,6 +37,9 @@ const checkpointMagic = "mdbus-checkpoint 1\n"
 // ErrCheckpoint wraps every unreadable checkpoint file.
 var ErrCheckpoint = errors.New("resume: bad checkpoint file")
 
+// ErrClosed is returned by a second Close of a Checkpoint.
+var ErrClosed = errors.New("resume: closed")
+
 // CheckpointConfig tunes a Checkpoint. The zero value of every field is its
 // default.
 type CheckpointConfig struct {
@@ -88,14 +91,14 @@ type Checkpoint struct {
 	path string
 	cfg  CheckpointConfig
 
-	mu      sync.Mutex
-	streams map[wire.Session]position
-	token   []byte
-	last    time.Time // last snapshot
-	dirty   bool
-	buf     bytes.Buffer
-	err     error // first save error, latched
-	closed  bool
+	mu        sync.Mutex
+	streams   map[wire.Session]position
+	token     []byte
+	last      time.Time // last snapshot
+	dirty     bool
+	buf       bytes.Buffer
+	err       error // first save error, latched
+	closeOnce sync.Once
 }
 
 // OpenCheckpoint loads the checkpoint at path, or starts an empty one when
@@ -218,16 +221,12 @@ func (c *Checkpoint) latch(err error) error {
 	return err
 }
 
-// Close saves a final snapshot. Later calls do nothing.
+// Close saves a final snapshot. A second Close waits for the first and
+// returns ErrClosed.
 func (c *Checkpoint) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	c.closed = true
-	c.mu.Unlock()
-	return c.Save()
+	err := ErrClosed
+	c.closeOnce.Do(func() { err = c.Save() })
+	return err
 }
 
 // encode writes the snapshot: the magic line, "token HEX", one line

@@ -128,3 +128,18 @@ func TestParseStart(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// A second Close returns ErrClosed (README "House conventions") and
+// saves nothing more.
+func TestCheckpointCloseTwice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cp")
+	saves := 0
+	cp, err := OpenCheckpoint(path, CheckpointConfig{Interval: time.Hour,
+		Flush: func() ([]byte, error) { saves++; return nil, nil }})
+	require.NoError(t, err)
+	require.NoError(t, cp.Delivered(sess(t, "A"), netip.AddrPort{}, 5))
+	require.NoError(t, cp.Close())
+	require.Equal(t, 1, saves)
+	require.ErrorIs(t, cp.Close(), ErrClosed)
+	require.Equal(t, 1, saves, "a second Close does not save again")
+}

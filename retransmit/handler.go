@@ -2,6 +2,7 @@ package retransmit
 
 import (
 	"errors"
+	"io"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -126,35 +127,31 @@ func (q *outQueue) moveLastTo(i int) {
 }
 
 // flush sends the queued packets. A datagram the kernel refuses (for
-// instance no route to a spoofed source) is counted and skipped.
+// instance no route to a spoofed source) is counted and skipped
+// (sock.SendAll).
 func (q *outQueue) flush() {
 	msgs := q.batch.Msgs
-	left := q.n
-	for left > 0 {
-		k, err := q.conn.WriteBatch(q.batch, left)
-		k = max(0, min(k, left))
-		var bytes uint64
-		for i := range k {
-			bytes += uint64(len(msgs[i].Buf))
+	packets, bytes := uint64(q.n), uint64(0)
+	for i := range q.n {
+		bytes += uint64(len(msgs[i].Buf))
+	}
+	sock.SendAll(q.conn, q.batch, q.n, func(m *sock.Message, err error) bool {
+		if m != nil {
+			packets--
+			bytes -= uint64(len(m.Buf))
 		}
-		if q.multicast {
-			q.st.mPackets.Add(uint64(k))
-			q.st.mBytes.Add(bytes)
-		} else {
-			q.st.uniPackets.Add(uint64(k))
-			q.st.uniBytes.Add(bytes)
+		q.st.sendErrors.Add(1)
+		if q.onErr != nil && !errors.Is(err, io.ErrNoProgress) {
+			q.onErr(err)
 		}
-		skip := k
-		if err != nil || k == 0 {
-			skip++ // msgs[k] failed: drop it
-			q.st.sendErrors.Add(1)
-			if q.onErr != nil && err != nil {
-				q.onErr(err)
-			}
-		}
-		skip = min(skip, left)
-		copy(msgs, msgs[skip:left])
-		left -= skip
+		return true
+	})
+	if q.multicast {
+		q.st.mPackets.Add(packets)
+		q.st.mBytes.Add(bytes)
+	} else {
+		q.st.uniPackets.Add(packets)
+		q.st.uniBytes.Add(bytes)
 	}
 	for i := range q.n {
 		msgs[i].Buf = nil

@@ -281,7 +281,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	uc, err := sock.Open(sock.Config{Local: cfg.Listen, ReadBuffer: cfg.ReadBuffer})
 	if err != nil {
-		return nil, fmt.Errorf("retransmit: listen %s: %w", cfg.Listen, err)
+		return nil, fmt.Errorf("retransmit: request socket: %w", err)
 	}
 	s := &Server{conn: uc, addr: sock.Unmap(uc.LocalAddr()), log: cfg.Logger,
 		quit: make(chan struct{}), done: make(chan struct{})}

@@ -93,8 +93,9 @@ func (s *Subscriber) logFailover(from, to netip.AddrPort) {
 // reqs[i] to dests[i], requestBatchSize per sendmmsg, from preallocated
 // buffers. A re-request the kernel refuses (no route to that
 // retransmitter) is counted in Stats.NAKErrors and skipped, so that the
-// others still leave; the detector asks for it again after its retry
-// interval. The first failure is logged.
+// others still leave (sock.SendAll); the detector asks for it again after
+// its retry interval. The first failure is logged. Once the subscriber is
+// closing, a failure ends the send uncounted.
 func (s *Subscriber) send(reqs []wire.Request, dests []netip.AddrPort) {
 	if s.repair == nil {
 		return
@@ -105,18 +106,25 @@ func (s *Subscriber) send(reqs []wire.Request, dests []netip.AddrPort) {
 			b := s.reqBuf[i*wire.RequestLen : i*wire.RequestLen : (i+1)*wire.RequestLen]
 			s.out.Msgs[i] = sock.Message{Buf: wire.AppendRequest(b, r), Addr: dests[i]}
 		}
-		sent, err := s.repair.WriteBatch(s.out, n)
-		sent = max(0, min(sent, n))
-		if err != nil || sent < n {
+		closing := false
+		sock.SendAll(s.repair, s.out, n, func(m *sock.Message, err error) bool {
 			if s.closed.Load() {
-				return
+				closing = true
+				return false
 			}
 			if s.nakErrors.Add(1) == 1 {
+				var to netip.AddrPort
+				if m != nil {
+					to = m.Addr
+				}
 				s.cfg.Logger.Warn("subscriber: sending a re-request failed; counting further failures in Stats.NAKErrors",
-					"retransmitter", dests[sent], "err", err)
+					"retransmitter", to, "err", err)
 			}
-			sent++ // skip the one refused
+			return true
+		})
+		if closing {
+			return
 		}
-		reqs, dests = reqs[sent:], dests[sent:]
+		reqs, dests = reqs[n:], dests[n:]
 	}
 }

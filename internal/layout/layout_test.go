@@ -64,7 +64,7 @@ var rules = []rule{
 	{pattern: "resume", rank: 6, may: with("wire", "journal", "subscriber", "fetch")},
 	{pattern: "fanout", rank: 6, may: with("wire", "journal", "subscriber", "fetch")},
 	{pattern: "recorder", rank: 7, may: with("wire", "nak", "journal", "retransmit", "subscriber", "resume")},
-	{pattern: "bench", rank: 8, may: with("wire", "nak", "retransmit", "publisher", "subscriber", "internal/synth", "packetconn/impair")},
+	{pattern: "bench", rank: 8, may: with("wire", "nak", "retransmit", "publisher", "subscriber", "internal/synth", "internal/oneway", "packetconn/impair")},
 	{pattern: "tools/...", rank: 9, below: true},
 	{pattern: "cmd/...", rank: 10, below: true},
 	{pattern: "bench/peers/...", rank: 10, below: true},

@@ -62,3 +62,11 @@ func TestRecorder(t *testing.T) {
 	n := testing.AllocsPerRun(1000, func() { r.Record(msgs[0], base.Add(time.Millisecond)) })
 	require.Zero(t, n)
 }
+
+// The bench stamp's bytes are a payload format other programs read
+// (bench's tests cover the round trip through bench.PutStamp).
+func TestBenchStampLayout(t *testing.T) {
+	msg := make([]byte, BenchStampLen)
+	PutBenchStamp(msg, 123456789, 42)
+	require.Equal(t, []byte{0, 0, 0, 0, 0x07, 0x5b, 0xcd, 0x15, 0, 0, 0, 0, 0, 0, 0, 42}, msg, "big-endian time, then sequence")
+}

@@ -101,7 +101,9 @@ func open(cfg Config) (*Conn, error) {
 	}}
 	pc, err := lc.ListenPacket(context.Background(), network, cfg.Local.String())
 	if err != nil {
-		return nil, fmt.Errorf("sock: bind %s: %w", cfg.Local, err)
+		// net's error names the operation and the address already
+		// ("listen udp4 127.0.0.1:5000: bind: address already in use").
+		return nil, fmt.Errorf("sock: %w", err)
 	}
 	uc := pc.(*net.UDPConn)
 	c := &Conn{uc: uc, v6: v6}

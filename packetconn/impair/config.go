@@ -142,7 +142,7 @@ type settings struct {
 	holds bool // some datagram may be held (reorder or delay)
 }
 
-func (c Config) settings() (settings, error) {
+func (c Config) withDefaults() (settings, error) {
 	if err := c.Validate(); err != nil {
 		return settings{}, err
 	}

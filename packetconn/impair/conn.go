@@ -41,7 +41,7 @@ func Sender(cfg Config) func(sock.PacketConn) sock.PacketConn {
 }
 
 func wrapper(cfg Config, send bool) func(sock.PacketConn) sock.PacketConn {
-	s, err := cfg.settings()
+	s, err := cfg.withDefaults()
 	if err != nil {
 		panic(err)
 	}
@@ -58,7 +58,7 @@ func wrapper(cfg Config, send bool) func(sock.PacketConn) sock.PacketConn {
 // NewReceiver wraps inner as Receiver does, with PCG stream cfg.Stream
 // (cfg.OnWrap is not called).
 func NewReceiver(inner sock.PacketConn, cfg Config) (*Conn, error) {
-	s, err := cfg.settings()
+	s, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func NewReceiver(inner sock.PacketConn, cfg Config) (*Conn, error) {
 // NewSender wraps inner as Sender does, with PCG stream cfg.Stream
 // (cfg.OnWrap is not called).
 func NewSender(inner sock.PacketConn, cfg Config) (*Conn, error) {
-	s, err := cfg.settings()
+	s, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func TestWriteOpenRead(t *testing.T) {
 	require.Len(t, s.Values, 8)
 
 	require.NoError(t, f.Close())
-	require.NoError(t, f.Close())
+	require.ErrorIs(t, f.Close(), ErrClosed, "a second Close")
 	_, err = os.Stat(f.Path())
 	require.True(t, errors.Is(err, os.ErrNotExist), "Close removes the file")
 	a.Set(1) // a slot kept after Close stays harmless
@@ -455,4 +455,28 @@ func TestAttachLatency(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WritePrometheus(&b, f.Snapshot()))
 	require.Contains(t, b.String(), `mdbus_subscriber_latency_p99_seconds{role="mdbus",owner="sub"} 0.0015`)
+}
+
+// A second Close, of a File or a Reader, returns ErrClosed (the house
+// rule, README "House conventions"); two at once close the File once.
+func TestCloseTwice(t *testing.T) {
+	f := create(t, Config{Role: "pub"})
+	r, err := Open(f.Path())
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.ErrorIs(t, r.Close(), ErrClosed)
+	_, err = r.Snapshot()
+	require.ErrorIs(t, err, ErrClosed)
+
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- f.Close() }()
+	}
+	e1, e2 := <-errs, <-errs
+	if e1 != nil {
+		e1, e2 = e2, e1
+	}
+	require.NoError(t, e1)
+	require.ErrorIs(t, e2, ErrClosed)
+	require.ErrorIs(t, f.Close(), ErrClosed)
 }

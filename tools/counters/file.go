@@ -80,11 +80,12 @@ type File struct {
 	mem  []byte
 	path string // "" with Config.Off
 
-	mu       sync.Mutex // guards slot allocation and descriptions, samplers
-	free     []int      // freed slots, reused first
-	next     int        // slots below next have been used
-	samplers []func(now time.Time)
-	closed   bool
+	mu        sync.Mutex // guards slot allocation and descriptions, samplers
+	free      []int      // freed slots, reused first
+	next      int        // slots below next have been used
+	samplers  []func(now time.Time)
+	closed    bool
+	closeOnce sync.Once
 
 	stop chan struct{}
 	done chan struct{}
@@ -304,15 +305,15 @@ func (f *File) Snapshot() Snapshot {
 }
 
 // Close stops sampling and removes the file; its memory stays mapped, so
-// slots kept by a role stay harmless. It is safe to call
-// twice.
+// slots kept by a role stay harmless. A second Close waits for the first
+// and returns ErrClosed.
 func (f *File) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		return nil
-	}
-	f.mu.Unlock()
+	err := ErrClosed
+	f.closeOnce.Do(func() { err = f.close() })
+	return err
+}
+
+func (f *File) close() error {
 	if f.stop != nil {
 		close(f.stop)
 		<-f.done

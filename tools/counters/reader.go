@@ -26,6 +26,10 @@ var (
 	ErrLayout  = errors.New("counters: bad layout")
 )
 
+// ErrClosed is returned by a second Close of a File or Reader, and by a
+// Reader's Snapshot after Close.
+var ErrClosed = errors.New("counters: closed")
+
 // Header describes the process that writes a file.
 type Header struct {
 	PID        int
@@ -271,6 +275,9 @@ func (r *Reader) Snapshot() (s Snapshot, err error) {
 			err = fmt.Errorf("counters: read %s: %v", r.path, p)
 		}
 	}()
+	if r.mem == nil {
+		return Snapshot{}, ErrClosed
+	}
 	s, err = read(r.mem)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", r.path, err)
@@ -278,10 +285,10 @@ func (r *Reader) Snapshot() (s Snapshot, err error) {
 	return s, err
 }
 
-// Close unmaps the file.
+// Close unmaps the file. A second Close returns ErrClosed.
 func (r *Reader) Close() error {
 	if r.mem == nil {
-		return nil
+		return ErrClosed
 	}
 	err := unmapFile(r.mem)
 	r.mem = nil

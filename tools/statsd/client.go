@@ -41,18 +41,19 @@ type ClientConfig struct {
 // messages are those a Relay publishes, so a Collector cannot tell them
 // apart. Its methods are safe for concurrent use.
 type Client struct {
-	cfg    ClientConfig
-	pub    *publisher.Publication
-	srv    *retransmit.Server
-	em     *emitter
-	mu     sync.Mutex
-	b      *builder
-	p      *Parser
-	m      Metric
-	line   []byte
-	closed bool
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg       ClientConfig
+	pub       *publisher.Publication
+	srv       *retransmit.Server
+	em        *emitter
+	mu        sync.Mutex
+	b         *builder
+	p         *Parser
+	m         Metric
+	line      []byte
+	closed    bool
+	closeOnce sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // NewClient opens the publication and starts the clock ticks.
@@ -260,13 +261,15 @@ func (c *Client) Flush() error {
 
 // Close publishes what is buffered, ends the bus session and stops the
 // retransmit server after a grace of one tick interval. A second Close
-// returns nil.
+// waits for the first and returns ErrClosed.
 func (c *Client) Close() error {
+	err := ErrClosed
+	c.closeOnce.Do(func() { err = c.close() })
+	return err
+}
+
+func (c *Client) close() error {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
 	err := c.b.flush()
 	c.closed = true
 	c.mu.Unlock()

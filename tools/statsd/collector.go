@@ -292,12 +292,13 @@ type Collector struct {
 	lost     uint64 // lost messages not yet attributed to an interval
 	closedN  int
 
-	out    chan *Flush
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	closed bool
-	errMu  sync.Mutex
-	err    error
+	out       chan *Flush
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	closed    bool
+	closeOnce sync.Once
+	errMu     sync.Mutex
+	err       error
 }
 
 // NewCollector starts the subscriber, the interval closer and the
@@ -333,13 +334,16 @@ func (c *Collector) Subscriber() *subscriber.Subscriber { return c.sub }
 
 // Close stops the subscriber, flushes the intervals still open (the last
 // ones may be partial) and waits for the backends. It returns the first
-// backend error. A second Close returns nil.
+// backend error. A second Close waits for the first and returns
+// ErrClosed.
 func (c *Collector) Close() error {
+	err := ErrClosed
+	c.closeOnce.Do(func() { err = c.close() })
+	return err
+}
+
+func (c *Collector) close() error {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
 	c.closed = true
 	c.mu.Unlock()
 	close(c.quit)

@@ -179,21 +179,21 @@ type relayCounters struct {
 // Relay receives StatsD datagrams and publishes the valid metrics on the
 // bus. Its methods are safe for concurrent use.
 type Relay struct {
-	cfg    RelayConfig
-	pub    *publisher.Publication
-	srv    *retransmit.Server
-	em     *emitter
-	udp    *sock.Conn
-	unix   *net.UnixConn
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed atomic.Bool
-	st     relayCounters
-	logMu  sync.Mutex
-	logAt  time.Time
-	logN   uint64
-	self   selfState // owned by the ticking goroutine, then by Close
+	cfg       RelayConfig
+	pub       *publisher.Publication
+	srv       *retransmit.Server
+	em        *emitter
+	udp       *sock.Conn
+	unix      *net.UnixConn
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	st        relayCounters
+	logMu     sync.Mutex
+	logAt     time.Time
+	logN      uint64
+	self      selfState // owned by the ticking goroutine, then by Close
 }
 
 // NewRelay opens the listeners and the publication and starts reading.
@@ -340,11 +340,15 @@ func (r *Relay) Stats() RelayStats {
 }
 
 // Close stops the listeners, publishes what is pending, ends the bus
-// session and stops the retransmit server. A second Close returns nil.
+// session and stops the retransmit server. A second Close waits for the
+// first and returns ErrClosed.
 func (r *Relay) Close() error {
-	if r.closed.Swap(true) {
-		return nil
-	}
+	err := ErrClosed
+	r.closeOnce.Do(func() { err = r.close() })
+	return err
+}
+
+func (r *Relay) close() error {
 	r.cancel()
 	if r.udp != nil {
 		r.udp.SetReadDeadline(time.Now())

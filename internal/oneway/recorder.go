@@ -1,82 +1,11 @@
-// Package oneway measures one-way latency from a send stamp inside each
-// message: the publisher writes the wall-clock time into the ITCH 5.0
-// timestamp field of a synthetic message (nanoseconds since midnight, 6
-// bytes at offset 5, as ITCH defines it), and a subscriber on the same
-// host (same clock) subtracts it from the time it delivers the message.
-// The MoldUDP64 header stays standard: the stamp is ordinary ITCH content.
-//
-// Across hosts the figure includes the clock offset between them; use
-// PTP-synchronised clocks or the bench package's round trip there.
-//
-// A Recorder keeps an HdrHistogram per interval; it is not safe for
-// concurrent use (one per delivering goroutine, or guard it).
 package oneway
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/mdbus/mdbus/internal/synth"
 )
-
-// ITCH timestamp field: part of the ITCH 5.0 message format.
-const (
-	stampOffset = 5
-	stampLen    = 6
-	day         = int64(24 * time.Hour)
-)
-
-// sinceMidnight returns t as nanoseconds since the last UTC midnight.
-func sinceMidnight(t time.Time) int64 {
-	ns := t.UnixNano() % day
-	if ns < 0 {
-		ns += day
-	}
-	return ns
-}
-
-// Stamp writes t into the timestamp field of the ITCH message msg. It
-// reports false, and leaves msg alone, when msg is not an ITCH message of a
-// type internal/synth generates.
-func Stamp(msg []byte, t time.Time) bool {
-	if !isITCH(msg) {
-		return false
-	}
-	ns := uint64(sinceMidnight(t))
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], ns)
-	copy(msg[stampOffset:stampOffset+stampLen], b[2:])
-	return true
-}
-
-func isITCH(msg []byte) bool {
-	return len(msg) > 0 && synth.Size(msg[0]) == len(msg)
-}
-
-// Latency returns now minus msg's stamp. ok is false when msg is not a
-// synthetic ITCH message or the difference is not a plausible one-way
-// latency (negative, or more than max): an unstamped message.
-func Latency(msg []byte, now time.Time, max time.Duration) (d time.Duration, ok bool) {
-	if !isITCH(msg) {
-		return 0, false
-	}
-	var b [8]byte
-	copy(b[2:], msg[stampOffset:stampOffset+stampLen])
-	sent := int64(binary.BigEndian.Uint64(b[:]))
-	if sent >= day {
-		return 0, false
-	}
-	diff := sinceMidnight(now) - sent
-	if diff < -day/2 { // stamped before midnight, received after
-		diff += day
-	}
-	if diff < 0 || diff > int64(max) {
-		return 0, false
-	}
-	return time.Duration(diff), true
-}
 
 // Highest is the largest latency a Recorder records; longer ones are
 // recorded as Highest.
