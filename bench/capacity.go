@@ -219,6 +219,10 @@ type CapacityCase struct {
 	// Subscribers, in goroutines or (Processes) in processes; default 1.
 	Subscribers int
 	Processes   bool
+	// Loss drops this fraction of the datagrams each subscriber receives
+	// (mdbus only, with its retransmitter): the capacity is then the
+	// highest rate recovery keeps whole.
+	Loss float64
 	// Search bounds the search; Start, when 0, comes from a first probe
 	// that sends as fast as it can (its sender's rate also caps Max).
 	// Factor defaults to DefaultRampFactor then.
@@ -236,6 +240,7 @@ type CapacityResult struct {
 	MeanSize    float64 `json:"mean_size"`
 	Subscribers int     `json:"subscribers"`
 	Processes   bool    `json:"processes"`
+	Loss        float64 `json:"loss,omitempty"` // fraction dropped at each subscriber (CapacityCase.Loss)
 	// Capacity is the highest offered rate (messages/s) that every
 	// subscriber received whole for the probe's duration: zero kernel
 	// drops, zero lost, every message delivered. 0: none found.
@@ -307,7 +312,7 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 	if c.Probe < 0 || c.Probe > MaxDuration {
 		return CapacityResult{}, fmt.Errorf("%w: probe duration %v is outside 0..%v", ErrConfig, c.Probe, MaxDuration)
 	}
-	if err := b.checkCase(c.System, c.Sizes, 0, c.Subscribers, 0, c.Probe, 0, c.PayloadSize); err != nil {
+	if err := b.checkCase(c.System, c.Sizes, 0, c.Subscribers, c.Loss, c.Probe, 0, c.PayloadSize); err != nil {
 		return CapacityResult{}, err
 	}
 	where := "goroutine"
@@ -324,11 +329,15 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 	if c.System == Mdbus {
 		res.PayloadSize = c.PayloadSize
 		res.Name = fmt.Sprintf("mdbus %sB in %dB packets 1->%d %s", c.Sizes, c.PayloadSize, c.Subscribers, where)
+		if c.Loss > 0 {
+			res.Name += fmt.Sprintf(" loss %g%%", 100*c.Loss)
+			res.Loss = c.Loss
+		}
 	}
 	t0 := Now()
 	tc := ThroughputCase{
 		System: c.System, Sizes: c.Sizes, PayloadSize: c.PayloadSize, Subscribers: c.Subscribers,
-		Processes: c.Processes, Duration: c.Probe, noLatency: true,
+		Processes: c.Processes, Duration: c.Probe, Loss: c.Loss, noLatency: true,
 	}
 	probe := func(ctx context.Context, rate float64) (Probe, error) {
 		tc.Rate = rate
@@ -405,6 +414,11 @@ type CapacityMatrix struct {
 	PayloadSizes []int // mdbus packet payloads; default 1472 and 8972
 	Sizes        []Sizes
 	Subscribers  []int // 1 runs in a goroutine, more in processes; default 1 and 4
+	// Processes runs a single subscriber in its own process too.
+	Processes bool
+	// Losses adds, for every mdbus cell, one searched with each loss
+	// (CapacityCase.Loss), beside the lossless one.
+	Losses []float64
 }
 
 // CapacityCases expands m into cases, raw UDP once per message size and
@@ -423,7 +437,15 @@ func CapacityCases(m CapacityMatrix) []CapacityCase {
 					if sys == Mdbus && sz.Max > MaxMessageFor(Mdbus, pay) {
 						continue
 					}
-					out = append(out, CapacityCase{System: sys, Sizes: sz, PayloadSize: pay, Subscribers: n, Processes: n > 1})
+					c := CapacityCase{System: sys, Sizes: sz, PayloadSize: pay, Subscribers: n, Processes: n > 1 || m.Processes}
+					out = append(out, c)
+					if sys != Mdbus {
+						continue
+					}
+					for _, l := range m.Losses {
+						c.Loss = l
+						out = append(out, c)
+					}
 				}
 			}
 		}

@@ -351,7 +351,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	)
 	switch mode {
 	case "capacity":
-		matrix.Sizes = szs
+		matrix.Sizes, matrix.Processes, matrix.Losses = szs, *procs, lossy
 		capa = bench.CapacityCases(matrix)
 		for i := range capa {
 			capa[i].Search = bench.SearchConfig{Resolution: *resolution, MaxProbes: *maxProbes, Budget: *budget}

@@ -48,7 +48,9 @@ type Config struct {
 	Counters *counters.File
 }
 
-func (c *Config) defaults() error {
+// withDefaults returns c with its zero fields set to the defaults, or an
+// error naming the field out of range.
+func (c Config) withDefaults() (Config, error) {
 	if !c.Group.IsValid() {
 		c.Group = netip.MustParseAddrPort("239.192.0.1:31001")
 	}
@@ -72,16 +74,16 @@ func (c *Config) defaults() error {
 	}
 	switch {
 	case c.Subscribers < 1 || c.Subscribers > 64:
-		return fmt.Errorf("demo: %d subscribers: want 1 to 64", c.Subscribers)
+		return c, fmt.Errorf("demo: %d subscribers: want 1 to 64", c.Subscribers)
 	case c.Duration < 0 || c.Duration > time.Hour:
-		return fmt.Errorf("demo: duration %v: want up to 1h", c.Duration)
+		return c, fmt.Errorf("demo: duration %v: want up to 1h", c.Duration)
 	case c.Rate < 0:
-		return fmt.Errorf("demo: rate %v: must be positive", c.Rate)
+		return c, fmt.Errorf("demo: rate %v: must be positive", c.Rate)
 	}
 	if err := c.impair().Validate(); err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return c, fmt.Errorf("demo: %w", err)
 	}
-	return nil
+	return c, nil
 }
 
 func (c *Config) impair() impair.Config {
@@ -147,7 +149,8 @@ func (s Summary) Complete() bool {
 // Run runs the demo until it is done or ctx ends. An interrupted run still
 // prints its summary for what was sent until then.
 func Run(ctx context.Context, cfg Config) (Summary, error) {
-	if err := cfg.defaults(); err != nil {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
 		return Summary{}, err
 	}
 	w := cfg.Out
