@@ -2,10 +2,16 @@ package e2e
 
 import (
 	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mdbus/mdbus/internal/race"
+	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
+	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -75,4 +81,52 @@ func deepRetransmitter(t *testing.T) (*retransmit.Cache, *retransmit.Server) {
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
 	return cache, srv
+}
+
+// childFields returns the fields ("a|b|c") that a parent test passed to
+// its child process in the environment variable env, skipping the test
+// when it is not such a child (the variable is unset): a child process is
+// this test binary re-executed to run one Test function, which a parent
+// starts and kills (startChild).
+func childFields(t *testing.T, env string, n int, parent string) []string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		t.Skip("helper process for " + parent)
+	}
+	f := strings.Split(v, "|")
+	require.Len(t, f, n, "%s=%q", env, v)
+	return f
+}
+
+// startChild starts this test binary again to run test alone, with env
+// ("NAME=value") added to its environment and its output on stderr.
+func startChild(t *testing.T, test, env string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	return cmd
+}
+
+// publishSynth publishes n messages of synth.New(seed) on pub from a
+// goroutine, adding each to count once published, and reports the first
+// error (or nil at the end) on the returned channel.
+func publishSynth(pub *publisher.Publication, seed uint64, n int, count *atomic.Int64) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		gen := synth.New(seed)
+		var buf []byte
+		for range n {
+			buf = gen.Next(buf[:0])
+			if _, err := pub.Publish(buf); err != nil {
+				done <- err
+				return
+			}
+			count.Add(1)
+		}
+		done <- nil
+	}()
+	return done
 }

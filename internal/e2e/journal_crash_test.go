@@ -33,12 +33,7 @@ const envChildRecorder = "MDBUS_E2E_CHILD_RECORDER"
 // TestAcceptanceRecorderCrash starts and kills. It records the feed into
 // the journal (fsync every 10 ms) until the end of session (at most 120 s).
 func TestChildRecorder(t *testing.T) {
-	env := os.Getenv(envChildRecorder)
-	if env == "" {
-		t.Skip("helper process for TestAcceptanceRecorderCrash")
-	}
-	f := strings.Split(env, "|")
-	require.Len(t, f, 3)
+	f := childFields(t, envChildRecorder, 3, "TestAcceptanceRecorderCrash")
 	j, err := journal.Open(f[2], journal.Config{Sync: journal.SyncInterval, SyncInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
 	rec, err := recorder.NewRecorder(recorder.Config{Feed: netip.MustParseAddrPort(f[0]), Upstream: netip.MustParseAddrPort(f[1]), Journal: j,
@@ -75,10 +70,7 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 		if err := os.Remove(ready); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestChildRecorder$", "-test.count=1")
-		cmd.Env = append(os.Environ(), env)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		require.NoError(t, cmd.Start())
+		cmd := startChild(t, "TestChildRecorder", env)
 		require.True(t, poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }), "recorder did not start")
 		return cmd
 	}

@@ -34,12 +34,7 @@ const envChildConsumer = "MDBUS_E2E_CHILD_CONSUMER"
 // length, bytes) in step with the checkpoint, and exits at the end of
 // session (at most 120 s).
 func TestChildConsumer(t *testing.T) {
-	env := os.Getenv(envChildConsumer)
-	if env == "" {
-		t.Skip("helper process for TestAcceptanceResumeKill")
-	}
-	f := strings.Split(env, "|")
-	require.Len(t, f, 4)
+	f := childFields(t, envChildConsumer, 4, "TestAcceptanceResumeKill")
 	cp, err := resume.OpenCheckpoint(f[2], resume.CheckpointConfig{})
 	require.NoError(t, err)
 	fi, _ := os.Stat(f[3])
@@ -111,30 +106,11 @@ func TestAcceptanceResumeKill(t *testing.T) {
 	dir := t.TempDir()
 	env := envChildConsumer + "=" + strings.Join([]string{group.String(), srv.Addr().String(),
 		filepath.Join(dir, "ckpt"), filepath.Join(dir, "out")}, "|")
-	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestChildConsumer$", "-test.count=1")
-		cmd.Env = append(os.Environ(), env)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		require.NoError(t, cmd.Start())
-		return cmd
-	}
+	start := func() *exec.Cmd { return startChild(t, "TestChildConsumer", env) }
 
 	const seed = 88
-	published := make(chan error, 1)
 	var count atomic.Int64 // messages published so far
-	go func() {
-		gen := synth.New(seed)
-		var buf []byte
-		for range n {
-			buf = gen.Next(buf[:0])
-			if _, err := pub.Publish(buf); err != nil {
-				published <- err
-				return
-			}
-			count.Add(1)
-		}
-		published <- nil
-	}()
+	published := publishSynth(pub, seed, n, &count)
 	// Kill at seeded random points spread over the stream, measured in
 	// messages published, so a slow host moves the moments but not where
 	// in the stream they fall.

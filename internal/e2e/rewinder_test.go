@@ -3,7 +3,6 @@ package e2e
 import (
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -78,10 +77,7 @@ func TestAcceptancePublisherCrash(t *testing.T) {
 		cs, subs = append(cs, c), append(subs, s)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChildPublisher$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envChildPublisher+"="+feed.String())
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
+	cmd := startChild(t, "TestChildPublisher", envChildPublisher+"="+feed.String())
 	session, _ := wire.ParseSession("CRASHME")
 	// Let it run until the rewinder holds a good part of a stream, then kill it.
 	if !poll(20*time.Second, func() bool { _, next, ok := rw.Cache().Bounds(session); return ok && next > 30_000 }) {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
-	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/stretchr/testify/require"
 )
@@ -61,21 +60,8 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 	}
 
 	const seed = 89
-	published := make(chan error, 1)
 	var count atomic.Int64 // messages published so far
-	go func() {
-		gen := synth.New(seed)
-		var buf []byte
-		for range n {
-			buf = gen.Next(buf[:0])
-			if _, err := pub.Publish(buf); err != nil {
-				published <- err
-				return
-			}
-			count.Add(1)
-		}
-		published <- nil
-	}()
+	published := publishSynth(pub, seed, n, &count)
 	// afterSave returns right after the checkpoint file is next replaced
 	// (each save renames a new file into place), or after 300 ms: a kill
 	// then finds the lines of the sequences just saved wherever the
