@@ -1,7 +1,6 @@
 package impair
 
 import (
-	"encoding/binary"
 	"net"
 	"net/netip"
 	"os"
@@ -173,38 +172,6 @@ func (f *fakeConn) sentSnapshot() []sentDgram {
 }
 
 var testSession = wire.Session{'I', 'M', 'P', 'A', 'I', 'R', ' ', ' ', ' ', ' '}
-
-// dataPacket encodes a data packet of count 8-byte messages starting at
-// seq, each message holding its sequence.
-func dataPacket(seq wire.Seq, count int) []byte {
-	var enc wire.Encoder
-	enc.Reset(make([]byte, 0, wire.PacketLen(count, 8*count)), testSession, seq, wire.DefaultPayloadSizeIPv4)
-	var msg [8]byte
-	for i := range count {
-		binary.BigEndian.PutUint64(msg[:], uint64(seq)+uint64(i))
-		if err := enc.Add(msg[:]); err != nil {
-			panic(err)
-		}
-	}
-	return enc.Bytes()
-}
-
-// packets returns n single-message data packets with sequences 1..n.
-func packets(n int) [][]byte {
-	ps := make([][]byte, n)
-	for i := range ps {
-		ps[i] = dataPacket(wire.Seq(i+1), 1)
-	}
-	return ps
-}
-
-// seqOf returns the sequence of a data packet, or 0.
-func seqOf(t testing.TB, d []byte) wire.Seq {
-	t.Helper()
-	h, err := wire.ParseHeader(d)
-	require.NoError(t, err)
-	return h.Seq
-}
 
 // readAll reads from c until it has got want datagrams or until timeout
 // passes without one, returning the sequences in order.

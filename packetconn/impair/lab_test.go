@@ -1,7 +1,7 @@
 package impair
 
 import (
-	"net"
+	"github.com/mdbus/mdbus/internal/impairtest"
 	"net/netip"
 	"slices"
 	"testing"
@@ -12,66 +12,6 @@ import (
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
-
-// labRx opens a receiver of group on lo.
-func labRx(t *testing.T, group netip.AddrPort) *sock.Conn { return labRxB(t, group) }
-
-func labRxB(t testing.TB, group netip.AddrPort) *sock.Conn {
-	t.Helper()
-	lo, err := net.InterfaceByName("lo")
-	require.NoError(t, err)
-	rx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), group.Port()),
-		ReusePort: true, ReadBuffer: 4 << 20})
-	require.NoError(t, err)
-	t.Cleanup(func() { rx.Close() })
-	require.NoError(t, rx.Join(lo, group.Addr(), netip.Addr{}))
-	return rx
-}
-
-// labTx opens a multicast sender on lo, TTL 0, loopback on.
-func labTx(t *testing.T) *sock.Conn { return labTxB(t) }
-
-func labTxB(t testing.TB) *sock.Conn {
-	t.Helper()
-	lo, err := net.InterfaceByName("lo")
-	require.NoError(t, err)
-	tx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), 0), Interface: lo, Loopback: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { tx.Close() })
-	return tx
-}
-
-// send writes ps to group through pc, in one WriteBatch.
-func send(t *testing.T, pc sock.PacketConn, group netip.AddrPort, ps [][]byte) {
-	t.Helper()
-	b := sock.NewBatch(len(ps), 0)
-	for i, p := range ps {
-		b.Msgs[i].Buf, b.Msgs[i].Addr = p, group
-	}
-	n, err := pc.WriteBatch(b, len(ps))
-	require.NoError(t, err)
-	require.Equal(t, len(ps), n)
-}
-
-// drain reads from pc until a read times out after quiet, appending the
-// sequences to got.
-func drain(t *testing.T, pc sock.PacketConn, b *sock.Batch, got []wire.Seq, quiet time.Duration) []wire.Seq {
-	t.Helper()
-	for range 1 << 20 {
-		require.NoError(t, pc.SetReadDeadline(time.Now().Add(quiet)))
-		n, err := pc.ReadBatch(b)
-		if sock.IsTimeout(err) {
-			return got
-		}
-		require.NoError(t, err)
-		require.Zero(t, b.Drops, "the kernel dropped datagrams: the test cannot compare sets")
-		for i := range b.Msgs[:n] {
-			got = append(got, seqOf(t, b.Msgs[i].Buf))
-		}
-	}
-	t.Fatal("drain did not end")
-	return nil
-}
 
 func TestLabReceiverIndependentLoss(t *testing.T) {
 	netlab.Require(t)
@@ -280,3 +220,23 @@ func TestLabAllocs(t *testing.T) {
 	}
 	require.Zero(t, testing.AllocsPerRun(100, round))
 }
+
+// The helpers shared with tools/impair's tests (internal/impairtest).
+var (
+	labRx, labRxB = impairtest.LabRx, impairtest.LabRx
+	labTx, labTxB = impairtest.LabTx, impairtest.LabTx
+	send          = impairtest.Send
+	seqOf         = impairtest.SeqOf
+	missing       = impairtest.Missing
+	near          = impairtest.Near
+)
+
+func drain(t testing.TB, pc sock.PacketConn, b *sock.Batch, got []wire.Seq, quiet time.Duration) []wire.Seq {
+	t.Helper()
+	return impairtest.Drain(t, pc, b, got, quiet, nil)
+}
+
+func dataPacket(seq wire.Seq, count int) []byte {
+	return impairtest.DataPacket(testSession, seq, count)
+}
+func packets(n int) [][]byte { return impairtest.Packets(testSession, n) }

@@ -49,28 +49,6 @@ func runReceiver(t *testing.T, wrap func(sock.PacketConn) sock.PacketConn, n int
 	return got, c.Stats()
 }
 
-// missing returns the sequences 1..n absent from got.
-func missing(got []wire.Seq, n int) []wire.Seq {
-	seen := make([]bool, n+1)
-	for _, s := range got {
-		seen[s] = true
-	}
-	var m []wire.Seq
-	for s := 1; s <= n; s++ {
-		if !seen[s] {
-			m = append(m, wire.Seq(s))
-		}
-	}
-	return m
-}
-
-// near requires got/n within tol of p.
-func near(t *testing.T, p float64, got uint64, n int, tol float64, what string) {
-	t.Helper()
-	r := float64(got) / float64(n)
-	require.InDelta(t, p, r, tol, "%s rate %.4f, configured %.4f", what, r, p)
-}
-
 func TestLossRate(t *testing.T) {
 	const n = 20000
 	for _, p := range []float64{0.01, 0.1, 0.5} {
