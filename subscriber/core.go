@@ -123,12 +123,6 @@ type core struct {
 	st           Stats
 	created      uint64 // streams created, for detector seeds
 
-	// The datagram being handled (set by handlePacket and the reader).
-	now        monotime.Time
-	fromRepair bool
-	feed       Feed
-	src        netip.AddrPort // its source address and port
-
 	// Recovery (see recovery.go).
 	backoff *nak.GroupBackoff       // shared by the detectors (cfg.backoff); nil otherwise
 	ask     asker                   // the retransmitter asked (failover.go)
@@ -139,6 +133,16 @@ type core struct {
 	nlost   []nak.Range             // Poll scratch
 	wake    chan struct{}           // capacity 1: a gap fell due before timerAt; nil without a timer
 	timerAt monotime.Time           // when the timer goroutine will poll next
+}
+
+// arrival is the context of one datagram: when and from where it arrived,
+// and on which socket. It travels by value down the handling of the
+// datagram; nothing of it is kept on the core between datagrams.
+type arrival struct {
+	now    monotime.Time
+	src    netip.AddrPort // its source address and port
+	feed   Feed           // the socket it arrived on
+	repair bool           // a repair (the unicast repair socket or the repair group)
 }
 
 // stream is the state of one (source, session).
@@ -243,26 +247,25 @@ func (c *core) drop(r DropReason) {
 	c.st.Drops[r]++
 }
 
-// handleDatagram decodes one datagram and handles it. b is only read
-// during the call. c.mu must be held.
-func (c *core) handleDatagram(src netip.AddrPort, b []byte, now monotime.Time, fromRepair bool) {
+// handleDatagram decodes one datagram that arrived as a and handles it. b
+// is only read during the call. c.mu must be held.
+func (c *core) handleDatagram(a arrival, b []byte) {
 	p, err := wire.ParsePacket(b)
 	if err != nil {
 		c.drop(dropReasonOf(err))
 		return
 	}
-	c.handlePacket(src, p, now, fromRepair)
+	c.handlePacket(a, p)
 }
 
-// handlePacket handles one decoded packet from src: it finds or starts its
+// handlePacket handles one decoded packet that arrived as a: it finds or starts its
 // stream, delivers what became in order, holds what is early, reports new
 // gaps and drops the rest with a reason. The packet's bytes are only read
-// during the call (held packets are copied). A repair packet (fromRepair)
+// during the call (held packets are copied). A repair packet (a.repair)
 // goes to the newest incarnation of its session, never starts a stream
 // and never moves one beyond MaxGap. With A/B feeds streams are keyed by
 // session alone. c.mu must be held.
-func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time, fromRepair bool) {
-	c.now, c.fromRepair, c.src = now, fromRepair, src
+func (c *core) handlePacket(a arrival, p wire.Packet) {
 	c.st.Packets++
 	h := p.Header
 	if h.IsHeartbeat() {
@@ -273,56 +276,56 @@ func (c *core) handlePacket(src netip.AddrPort, p wire.Packet, now monotime.Time
 		return
 	}
 	var s *stream
-	if fromRepair {
+	if a.repair {
 		if s = c.bySession[h.Session]; s == nil {
 			c.drop(DropUnknownRepair)
 			return
 		}
-		if c.cfg.retrPort != 0 && c.feed == FeedRepair && s.key.source.Addr() != src.Addr() {
+		if c.cfg.retrPort != 0 && a.feed == FeedRepair && s.key.source.Addr() != a.src.Addr() {
 			// Each source's retransmitter answers for its own streams.
 			c.drop(DropUntrustedRepair)
 			return
 		}
 	} else {
-		key := streamKey{source: src, session: h.Session}
+		key := streamKey{source: a.src, session: h.Session}
 		if c.cfg.ab {
 			key.source = netip.AddrPort{}
 		}
-		if s = c.lookup(key, h.Seq, now); s == nil {
+		if s = c.lookup(key, h.Seq, a.now); s == nil {
 			return
 		}
-		if !h.IsEndOfSession() && c.restarted(s, p) {
-			s = c.incarnate(s, p)
+		if !h.IsEndOfSession() && c.restarted(s, p, a) {
+			s = c.incarnate(s, p, a)
 		}
 		if !s.current {
-			if cur := c.bySession[h.Session]; cur == nil || c.quiet(cur) {
+			if cur := c.bySession[h.Session]; cur == nil || c.quiet(cur, a.now) {
 				if cur != nil {
 					c.replace(cur)
 				}
-				c.makeCurrent(s)
+				c.makeCurrent(s, a.now)
 			}
 		}
 	}
-	s.lastActive = now
+	s.lastActive = a.now
 	if s.stopped {
 		c.drop(DropStopped)
 		return
 	}
-	if fromRepair && c.feed == FeedRepairGroup && c.backoff != nil && h.Count > 0 && h.Seq < s.horizon {
+	if a.repair && a.feed == FeedRepairGroup && c.backoff != nil && h.Count > 0 && h.Seq < s.horizon {
 		// A repair on the group for a range this subscriber has seen
 		// past (one beyond its horizon may be a loss it has not found
 		// yet): did it fill a loss of ours? The share that do tells
 		// shared losses from independent ones (nak.GroupBackoff).
 		c.backoff.ObserveRepair(s.nak != nil && s.nak.Overlaps(nak.Range{From: h.Seq, To: h.Seq + wire.Seq(h.Count)}))
 	}
-	c.handleIn(s, p)
+	c.handleIn(s, p, a)
 }
 
-// handleIn hands p to stream s by kind.
-func (c *core) handleIn(s *stream, p wire.Packet) {
+// handleIn hands p, which arrived as a, to stream s by kind.
+func (c *core) handleIn(s *stream, p wire.Packet, a arrival) {
 	h := p.Header
-	if !c.fromRepair {
-		f := &s.feedNext[c.feed]
+	if !a.repair {
+		f := &s.feedNext[a.feed]
 		*f = max(*f, p.Next())
 		if n := uint64(p.Count); n > 0 && !h.IsEndOfSession() {
 			s.msgBytes += uint64(p.Len()-wire.HeaderLen) - n*wire.MsgLenLen
@@ -334,11 +337,11 @@ func (c *core) handleIn(s *stream, p wire.Packet) {
 	}
 	switch {
 	case h.IsHeartbeat():
-		c.heartbeat(s, h.Seq, p)
+		c.heartbeat(s, h.Seq, p, a)
 	case h.IsEndOfSession():
-		c.endOfSession(s, h.Seq)
+		c.endOfSession(s, h.Seq, a.now)
 	default:
-		c.data(s, p)
+		c.data(s, p, a)
 	}
 }
 
@@ -364,19 +367,19 @@ func (c *core) lookup(key streamKey, seq wire.Seq, now monotime.Time) *stream {
 		c.drop(DropTooManyStreams)
 		return nil
 	}
-	return c.start(key, first, c.bySession[key.session], false)
+	return c.start(key, first, c.bySession[key.session], false, now)
 }
 
-// makeCurrent makes s the current incarnation of its session: the one
-// that asks for repairs and receives them.
-func (c *core) makeCurrent(s *stream) {
+// makeCurrent makes s the current incarnation of its session at now: the
+// one that asks for repairs and receives them.
+func (c *core) makeCurrent(s *stream, now monotime.Time) {
 	c.bySession[s.key.session] = s
 	if !s.current && s.nak != nil {
 		// It could not ask while it waited: its gaps' deadlines count
 		// from now, not from when they were found, and it asks for all
 		// of them at once (see overflow).
 		s.catchUp = s.horizon
-		s.nak.Rearm(c.now)
+		s.nak.Rearm(now)
 		c.rearm(s.nak)
 	}
 	s.current = true
@@ -397,22 +400,22 @@ func (c *core) waiting(s *stream) bool { return !s.current && !s.replaced }
 const replaceQuiet = time.Second
 
 // quiet reports whether s, the current incarnation of its session, may be
-// replaced by a new source of the session.
-func (c *core) quiet(s *stream) bool {
-	return s.ended || s.stopped || c.now.Sub(s.lastActive) >= replaceQuiet
+// replaced by a new source of the session at now.
+func (c *core) quiet(s *stream, now monotime.Time) bool {
+	return s.ended || s.stopped || now.Sub(s.lastActive) >= replaceQuiet
 }
 
-// start begins a stream of key at first. prev, when not nil, is the
+// start begins a stream of key at first, at now. prev, when not nil, is the
 // session's current incarnation: the new stream is the next incarnation,
 // and replaces prev when force is set (a restart its own source
 // confirmed) or prev is quiet; otherwise prev stays the session's current
 // incarnation until it is.
-func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool) *stream {
+func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool, now monotime.Time) *stream {
 	id := StreamID{Source: key.source, Session: key.session, Incarnation: 1}
 	current := true
 	if prev != nil {
 		id.Incarnation = c.incarnations[key.session] + 1
-		if force || c.quiet(prev) {
+		if force || c.quiet(prev, now) {
 			c.replace(prev)
 		} else {
 			current = false
@@ -424,11 +427,11 @@ func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool) *s
 		old.superseded = true
 		c.st.SessionChanges++
 	}
-	s := &stream{id: id, key: key, index: c.created, next: first, horizon: first, end: wire.InvalidSeq, lastActive: c.now}
+	s := &stream{id: id, key: key, index: c.created, next: first, horizon: first, end: wire.InvalidSeq, lastActive: now}
 	c.created++
 	c.streams[key] = s
 	if current {
-		c.makeCurrent(s)
+		c.makeCurrent(s, now)
 	}
 	c.bySource[key.source] = s
 	c.list = append(c.list, s)
@@ -475,14 +478,14 @@ func (c *core) replace(s *stream) {
 // of the same source that continues it confirms the restart, and the
 // suspect is delivered again, in the new incarnation. A packet that fits
 // the stream clears the suspect.
-func (c *core) restarted(s *stream, p wire.Packet) bool {
+func (c *core) restarted(s *stream, p wire.Packet, a arrival) bool {
 	seq := p.Seq
-	fn := s.feedNext[c.feed]
+	fn := s.feedNext[a.feed]
 	if fn == 0 {
 		return false
 	}
 	sus := &s.restart
-	mine := sus.set && sus.src == c.src && sus.feed == c.feed
+	mine := sus.set && sus.src == a.src && sus.feed == a.feed
 	fit := wire.StreamPos{High: fn, Next: s.next, Ended: s.ended}.Fit(p.Header)
 	back := fit == wire.Repeats || fit == wire.Restarts
 	if mine && back && seq >= sus.next && uint64(seq-sus.next) <= c.cfg.maxGap &&
@@ -502,34 +505,35 @@ func (c *core) restarted(s *stream, p wire.Packet) bool {
 		return false // the suspect again
 	}
 	c.clearSuspect(sus)
-	c.keepSuspect(sus, p)
+	c.keepSuspect(sus, p, a)
 	c.st.SuspectRestarts++
 	return false
 }
 
 // incarnate starts the new incarnation of s's session that a confirmed
 // restart began, from the suspect packet, which it delivers (or holds)
-// first, and returns it.
-func (c *core) incarnate(s *stream, p wire.Packet) *stream {
+// first, and returns it. p, which arrived as a, confirmed the restart.
+func (c *core) incarnate(s *stream, p wire.Packet, a arrival) *stream {
 	sus := s.restart
 	s.restart = suspect{}
 	first := c.cfg.startSeq
 	if first == wire.InvalidSeq {
 		first = min(sus.seq, p.Seq)
 	}
-	n := c.start(s.key, first, s, true)
+	n := c.start(s.key, first, s, true, a.now)
 	if sus.buf != nil {
 		if q, err := wire.ParsePacket(sus.buf); err == nil { // always: it was valid when copied
-			c.handleIn(n, q)
+			c.handleIn(n, q, a)
 		}
 		c.recycleBuf(sus.buf)
 	}
 	return n
 }
 
-// keepSuspect makes p the suspect sus, copying a data packet.
-func (c *core) keepSuspect(sus *suspect, p wire.Packet) {
-	*sus = suspect{set: true, seq: p.Seq, next: p.Next(), heartbeat: p.IsHeartbeat(), src: c.src, feed: c.feed}
+// keepSuspect makes p, which arrived as a, the suspect sus, copying a
+// data packet.
+func (c *core) keepSuspect(sus *suspect, p wire.Packet, a arrival) {
+	*sus = suspect{set: true, seq: p.Seq, next: p.Next(), heartbeat: p.IsHeartbeat(), src: a.src, feed: a.feed}
 	if !p.IsHeartbeat() && !p.IsEndOfSession() {
 		buf := c.slot()
 		buf = wire.AppendHeader(buf, p.Header)
@@ -572,17 +576,17 @@ func (c *core) makeRoom(addr netip.Addr, now monotime.Time) bool {
 				n++
 			}
 		}
-		if n >= c.cfg.perSource && !c.evict(func(s *stream) bool { return s.key.source.Addr() == addr }) {
+		if n >= c.cfg.perSource && !c.evict(func(s *stream) bool { return s.key.source.Addr() == addr }, now) {
 			return false
 		}
 	}
-	return len(c.list) < c.cfg.maxStreams || c.evict(nil)
+	return len(c.list) < c.cfg.maxStreams || c.evict(nil, now)
 }
 
 // evict forgets the least recently active stream among those of which
 // (nil: all) that is done, or else has delivered nothing, or else is
-// quiet, and reports whether there was one.
-func (c *core) evict(of func(*stream) bool) bool {
+// quiet at now, and reports whether there was one.
+func (c *core) evict(of func(*stream) bool, now monotime.Time) bool {
 	var done, empty, quiet *stream
 	older := func(a, b *stream) *stream {
 		if a == nil || b.lastActive < a.lastActive {
@@ -599,7 +603,7 @@ func (c *core) evict(of func(*stream) bool) bool {
 			done = older(done, s)
 		case s.delivered == 0:
 			empty = older(empty, s)
-		case c.now.Sub(s.lastActive) >= replaceQuiet:
+		case now.Sub(s.lastActive) >= replaceQuiet:
 			quiet = older(quiet, s)
 		}
 	}
@@ -678,8 +682,8 @@ func (c *core) recycleBuf(buf []byte) {
 	c.free = append(c.free, buf[:0])
 }
 
-// data handles a packet that carries messages.
-func (c *core) data(s *stream, p wire.Packet) {
+// data handles a packet that carries messages, which arrived as a.
+func (c *core) data(s *stream, p wire.Packet, a arrival) {
 	seq, end := p.Seq, p.Next()
 	switch {
 	case end <= s.next: // everything delivered already (or before StartSeq)
@@ -691,36 +695,36 @@ func (c *core) data(s *stream, p wire.Packet) {
 		c.drop(DropAfterEnd)
 		return
 	case seq > s.next && uint64(seq-s.next) > c.cfg.maxGap:
-		if c.jumped(s, p) {
-			c.data(s, p) // within reach now
+		if c.jumped(s, p, a) {
+			c.data(s, p, a) // within reach now
 		}
 		return
 	case seq <= s.next:
-		c.received(s, s.next, end)
-		c.deliver(s, p, c.feed)
+		c.received(s, s.next, end, a)
+		c.deliver(s, p, a.feed)
 		c.advance(s)
 		c.finish(s)
 		return
 	}
 	// Ahead of next: hold it, report what is newly missing before it.
 	gapEnd := seq
-	switch c.hold(s, p) {
+	switch c.hold(s, p, a) {
 	case holdDuplicate:
 		s.dups += uint64(p.Count)
 		c.st.Duplicates += uint64(p.Count)
 		c.drop(DropDuplicate)
 		return
 	case holdFull:
-		if c.overflow(s) {
-			c.data(s, p) // there is room now, or p is in order
+		if c.overflow(s, a.now) {
+			c.data(s, p, a) // there is room now, or p is in order
 			return
 		}
 		c.drop(DropReorderFull)
 		gapEnd = end // its messages are missing too
 	default:
-		c.received(s, seq, end)
+		c.received(s, seq, end, a)
 	}
-	c.reportGap(s, gapEnd)
+	c.reportGap(s, gapEnd, a.now)
 	s.horizon = max(s.horizon, end)
 }
 
@@ -747,17 +751,17 @@ func (c *core) data(s *stream, p wire.Packet) {
 // (next reaches catchUp) a gap's age says nothing of its repair, so it
 // gives up none for room either; the detector's deadline, counted from
 // when it became current, bounds that too. It reports whether it made
-// room.
-func (c *core) overflow(s *stream) bool {
+// room at now.
+func (c *core) overflow(s *stream, now monotime.Time) bool {
 	if len(s.held) == 0 || s.stopped || s.held[0].seq <= s.next {
 		return false
 	}
-	if c.cfg.sendNAKs && (c.waiting(s) || s.next < s.catchUp || c.now.Sub(s.held[0].at) < c.cfg.fullGrace) {
+	if c.cfg.sendNAKs && (c.waiting(s) || s.next < s.catchUp || now.Sub(s.held[0].at) < c.cfg.fullGrace) {
 		return false
 	}
 	r := nak.Range{From: s.next, To: s.held[0].seq}
 	if s.nak != nil {
-		s.nak.OnReceived(c.now, r) // stop asking for it
+		s.nak.OnReceived(now, r) // stop asking for it
 	}
 	c.st.ReorderOverflows++
 	addLost(s, r)
@@ -834,9 +838,9 @@ const (
 	holdFull
 )
 
-// hold copies p, which starts after s.next, into s's reorder buffer in
-// sequence order.
-func (c *core) hold(s *stream, p wire.Packet) holdResult {
+// hold copies p, which starts after s.next and arrived as a, into s's
+// reorder buffer in sequence order.
+func (c *core) hold(s *stream, p wire.Packet, a arrival) holdResult {
 	seq, end := p.Seq, p.Next()
 	i, _ := slices.BinarySearchFunc(s.held, seq, func(h heldPacket, seq wire.Seq) int { return cmp.Compare(h.seq, seq) })
 	// Covered by the held packet that starts at or before it?
@@ -860,12 +864,12 @@ func (c *core) hold(s *stream, p wire.Packet) holdResult {
 		s.held = s.held[:last]
 		c.st.Held--
 		c.st.ReorderEvicted++
-		c.gapFound(s, ev.seq, ev.end)
+		c.gapFound(s, ev.seq, ev.end, a.now)
 	}
 	buf := wire.AppendHeader(c.slot(), p.Header)
 	buf = append(buf, p.Body()...)
 	s.heldBytes += len(buf)
-	c.insertHeld(s, i, heldPacket{seq: seq, end: end, buf: buf, feed: c.feed, at: c.now})
+	c.insertHeld(s, i, heldPacket{seq: seq, end: end, buf: buf, feed: a.feed, at: a.now})
 	s.heldMax = max(s.heldMax, len(s.held))
 	c.st.HeldMax = max(c.st.HeldMax, len(s.held))
 	c.st.Held++
@@ -917,9 +921,9 @@ func (c *core) insertHeld(s *stream, i int, h heldPacket) {
 // heldInitial is the first size of a stream's held array.
 const heldInitial = 256
 
-// reportGap reports [s.horizon, to) missing when it is not empty, and
-// moves the horizon to it.
-func (c *core) reportGap(s *stream, to wire.Seq) {
+// reportGap reports [s.horizon, to) missing at now when it is not empty,
+// and moves the horizon to it.
+func (c *core) reportGap(s *stream, to wire.Seq, now monotime.Time) {
 	if to <= s.horizon {
 		return
 	}
@@ -932,19 +936,20 @@ func (c *core) reportGap(s *stream, to wire.Seq) {
 	if c.cfg.onGap != nil {
 		c.cfg.onGap(g)
 	}
-	c.gapFound(s, g.From, g.To)
+	c.gapFound(s, g.From, g.To, now)
 }
 
-// heartbeat handles a heartbeat announcing next as the next sequence: a
-// sequence beyond the horizon reveals lost packets (tail loss).
-func (c *core) heartbeat(s *stream, next wire.Seq, p wire.Packet) {
+// heartbeat handles a heartbeat, which arrived as a, announcing next as
+// the next sequence: a sequence beyond the horizon reveals lost packets
+// (tail loss).
+func (c *core) heartbeat(s *stream, next wire.Seq, p wire.Packet, a arrival) {
 	switch {
 	case s.end != wire.InvalidSeq && next > s.end:
 		c.drop(DropAfterEnd)
 	case next <= s.horizon:
-	case uint64(next-s.next) > c.cfg.maxGap && !c.jumped(s, p):
+	case uint64(next-s.next) > c.cfg.maxGap && !c.jumped(s, p, a):
 	default:
-		c.reportGap(s, next)
+		c.reportGap(s, next, a.now)
 	}
 }
 
@@ -957,22 +962,22 @@ func (c *core) heartbeat(s *stream, next wire.Seq, p wire.Packet) {
 // of it) confirms the jump: the stream resyncs to the suspect's sequence
 // and the suspect is delivered. It reports whether the stream resynced (p
 // is then within MaxGap of next).
-func (c *core) jumped(s *stream, p wire.Packet) bool {
+func (c *core) jumped(s *stream, p wire.Packet, a arrival) bool {
 	c.st.SuspectJumps++
 	c.drop(DropSeqJump)
-	if c.fromRepair || s.stopped {
+	if a.repair || s.stopped {
 		return false
 	}
 	sus := &s.jump
 	seq := p.Seq
-	mine := sus.set && sus.src == c.src && sus.feed == c.feed
+	mine := sus.set && sus.src == a.src && sus.feed == a.feed
 	if mine && seq >= sus.next && uint64(seq-sus.next) <= c.cfg.maxGap && (seq > sus.seq || p.IsHeartbeat() != sus.heartbeat) {
 		kept := *sus
 		*sus = suspect{}
-		c.resync(s, kept.seq)
+		c.resync(s, kept.seq, a.now)
 		if kept.buf != nil {
 			if q, err := wire.ParsePacket(kept.buf); err == nil && !s.stopped { // always valid: it was when copied
-				c.data(s, q)
+				c.data(s, q, a)
 			}
 			c.recycleBuf(kept.buf)
 		}
@@ -982,7 +987,7 @@ func (c *core) jumped(s *stream, p wire.Packet) bool {
 		return false // the suspect again
 	}
 	c.clearSuspect(sus)
-	c.keepSuspect(sus, p)
+	c.keepSuspect(sus, p, a)
 	if c.cfg.onSuspect != nil {
 		c.cfg.onSuspect(s.id, s.next, seq)
 	}
@@ -994,8 +999,9 @@ func (c *core) jumped(s *stream, p wire.Packet) bool {
 // are given up as losses (OnLoss), and the rest, [last held or next,
 // seq), is skipped and reported as a Resync (OnResync, Stats.Resyncs), not
 // as lost messages: the range is bounded by nothing but a sequence off the
-// wire. With LossStop the stream stops there.
-func (c *core) resync(s *stream, seq wire.Seq) {
+// wire. With LossStop the stream stops there. now is when the jump was
+// confirmed.
+func (c *core) resync(s *stream, seq wire.Seq, now monotime.Time) {
 	if n := len(s.held); n > 0 {
 		addLost(s, nak.Range{From: s.next, To: s.held[n-1].end})
 		c.advance(s)
@@ -1005,7 +1011,7 @@ func (c *core) resync(s *stream, seq wire.Seq) {
 	}
 	from := s.next
 	if s.nak != nil {
-		s.nak.OnReceived(c.now, nak.Range{From: from, To: seq}) // stop asking for it
+		s.nak.OnReceived(now, nak.Range{From: from, To: seq}) // stop asking for it
 	}
 	s.lost = slices.DeleteFunc(s.lost, func(r nak.Range) bool { return r.From < seq })
 	s.next = seq
@@ -1021,8 +1027,8 @@ func (c *core) resync(s *stream, seq wire.Seq) {
 }
 
 // endOfSession handles the end of session at end (the sequence after the
-// session's last message).
-func (c *core) endOfSession(s *stream, end wire.Seq) {
+// session's last message), which arrived at now.
+func (c *core) endOfSession(s *stream, end wire.Seq, now monotime.Time) {
 	switch {
 	case s.end != wire.InvalidSeq:
 		if end != s.end {
@@ -1048,7 +1054,7 @@ func (c *core) endOfSession(s *stream, end wire.Seq) {
 		c.st.Held--
 		c.drop(DropAfterEnd)
 	}
-	c.reportGap(s, end)
+	c.reportGap(s, end, now)
 	c.finish(s)
 }
 

@@ -56,12 +56,12 @@ func (r *reader) readOnce() error {
 // handleLocked handles r.batch.Msgs[:n]. r.c.mu must be held.
 func (r *reader) handleLocked(n int, now monotime.Time) {
 	c := r.c
-	c.feed = r.feed
 	for i := range r.batch.Msgs[:n] {
 		m := &r.batch.Msgs[i]
 		c.st.Datagrams++
 		c.st.FeedDatagrams[r.feed]++
 		src := sock.Unmap(m.Addr)
+		a := arrival{now: now, src: src, feed: r.feed, repair: r.repair}
 		switch {
 		case m.Truncated:
 			c.drop(DropTruncatedDatagram)
@@ -74,9 +74,9 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 		case r.repair && !r.trusted(src, now):
 			c.drop(DropUntrustedRepair)
 		case r.repair && wire.IsConfirm(m.Buf):
-			c.handleConfirm(src, m.Buf, now)
+			c.handleConfirm(a, m.Buf)
 		default:
-			c.handleDatagram(src, m.Buf, now, r.repair)
+			c.handleDatagram(a, m.Buf)
 		}
 	}
 	// SO_RXQ_OVFL is a running uint32 count; add what it moved by.
