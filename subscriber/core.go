@@ -682,29 +682,36 @@ func (c *core) recycleBuf(buf []byte) {
 	c.free = append(c.free, buf[:0])
 }
 
-// data handles a packet that carries messages, which arrived as a.
+// data handles a packet that carries messages, which arrived as a. Two
+// outcomes of placing it leave the stream ready for it only afterwards: a
+// confirmed jump (the stream resynced, and p is within MaxGap of next)
+// and a full reorder buffer that gave up its oldest gap (there is room
+// now, or p is in order). p is then placed again. Each of them moves next
+// forward, and a second jump finds no suspect to confirm, so the loop
+// ends.
 func (c *core) data(s *stream, p wire.Packet, a arrival) {
+	for c.place(s, p, a) {
+	}
+}
+
+// place delivers, holds or drops p once, and reports whether it must be
+// placed again (see data).
+func (c *core) place(s *stream, p wire.Packet, a arrival) (again bool) {
 	seq, end := p.Seq, p.Next()
 	switch {
 	case end <= s.next: // everything delivered already (or before StartSeq)
 		s.dups += uint64(p.Count)
 		c.st.Duplicates += uint64(p.Count)
 		c.drop(DropDuplicate)
-		return
-	case s.end != wire.InvalidSeq && end > s.end:
+		return false
+	case s.pastEnd(end):
 		c.drop(DropAfterEnd)
-		return
+		return false
 	case seq > s.next && uint64(seq-s.next) > c.cfg.maxGap:
-		if c.jumped(s, p, a) {
-			c.data(s, p, a) // within reach now
-		}
-		return
+		return c.jumped(s, p, a) // resynced: within reach now
 	case seq <= s.next:
-		c.received(s, s.next, end, a)
-		c.deliver(s, p, a.feed)
-		c.advance(s)
-		c.finish(s)
-		return
+		c.inOrder(s, p, a)
+		return false
 	}
 	// Ahead of next: hold it, report what is newly missing before it.
 	gapEnd := seq
@@ -713,11 +720,10 @@ func (c *core) data(s *stream, p wire.Packet, a arrival) {
 		s.dups += uint64(p.Count)
 		c.st.Duplicates += uint64(p.Count)
 		c.drop(DropDuplicate)
-		return
+		return false
 	case holdFull:
 		if c.overflow(s, a.now) {
-			c.data(s, p, a) // there is room now, or p is in order
-			return
+			return true // there is room now, or p is in order
 		}
 		c.drop(DropReorderFull)
 		gapEnd = end // its messages are missing too
@@ -726,6 +732,22 @@ func (c *core) data(s *stream, p wire.Packet, a arrival) {
 	}
 	c.reportGap(s, gapEnd, a.now)
 	s.horizon = max(s.horizon, end)
+	return false
+}
+
+// inOrder delivers p, which arrived as a and starts at or before s.next,
+// then the held packets and losses it brought into order.
+func (c *core) inOrder(s *stream, p wire.Packet, a arrival) {
+	c.received(s, s.next, p.Next(), a)
+	c.deliver(s, p, a.feed)
+	c.advance(s)
+	c.finish(s)
+}
+
+// pastEnd reports whether a packet ending at end reaches past the
+// stream's end of session.
+func (s *stream) pastEnd(end wire.Seq) bool {
+	return s.end != wire.InvalidSeq && end > s.end
 }
 
 // overflow makes room in the full reorder buffer of s by giving up its
@@ -944,7 +966,7 @@ func (c *core) reportGap(s *stream, to wire.Seq, now monotime.Time) {
 // (tail loss).
 func (c *core) heartbeat(s *stream, next wire.Seq, p wire.Packet, a arrival) {
 	switch {
-	case s.end != wire.InvalidSeq && next > s.end:
+	case s.pastEnd(next):
 		c.drop(DropAfterEnd)
 	case next <= s.horizon:
 	case uint64(next-s.next) > c.cfg.maxGap && !c.jumped(s, p, a):
@@ -976,8 +998,14 @@ func (c *core) jumped(s *stream, p wire.Packet, a arrival) bool {
 		*sus = suspect{}
 		c.resync(s, kept.seq, a.now)
 		if kept.buf != nil {
+			// resync moved next to the suspect's first sequence: it is in
+			// order, unless an end of session since came before its end.
 			if q, err := wire.ParsePacket(kept.buf); err == nil && !s.stopped { // always valid: it was when copied
-				c.data(s, q, a)
+				if s.pastEnd(q.Next()) {
+					c.drop(DropAfterEnd)
+				} else {
+					c.inOrder(s, q, a)
+				}
 			}
 			c.recycleBuf(kept.buf)
 		}
