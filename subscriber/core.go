@@ -277,13 +277,9 @@ func (c *core) handlePacket(a arrival, p wire.Packet) {
 	}
 	var s *stream
 	if a.repair {
+		// Its source is trusted to repair this stream (reader.trusted).
 		if s = c.bySession[h.Session]; s == nil {
 			c.drop(DropUnknownRepair)
-			return
-		}
-		if c.cfg.retrPort != 0 && a.feed == FeedRepair && s.key.source.Addr() != a.src.Addr() {
-			// Each source's retransmitter answers for its own streams.
-			c.drop(DropUntrustedRepair)
 			return
 		}
 	} else {

@@ -103,10 +103,6 @@ func (c *core) handleConfirm(a arrival, b []byte) {
 	if s == nil {
 		return
 	}
-	if c.cfg.retrPort != 0 && a.feed == FeedRepair && s.key.source.Addr() != a.src.Addr() {
-		c.drop(DropUntrustedRepair) // each source's retransmitter confirms its own streams
-		return
-	}
 	r := nak.Range{From: cf.Seq, To: cf.Seq + wire.Seq(cf.Count)}
 	if s.nak == nil {
 		return
