@@ -175,13 +175,14 @@ func (c *core) handleDatagram(a arrival, b []byte) {
 	c.handlePacket(a, p)
 }
 
-// handlePacket handles one decoded packet that arrived as a: it finds or starts its
-// stream, delivers what became in order, holds what is early, reports new
-// gaps and drops the rest with a reason. The packet's bytes are only read
-// during the call (held packets are copied). A repair packet (a.repair)
-// goes to the newest incarnation of its session, never starts a stream
-// and never moves one beyond MaxGap. With A/B feeds streams are keyed by
-// session alone. c.mu must be held.
+// handlePacket handles one decoded packet that arrived as a: it finds or
+// starts its stream, delivers what became in order, holds what is early,
+// reports new gaps and drops the rest with a reason. The packet's bytes
+// are only read during the call (held packets are copied). A repair
+// packet (a.repair), its source already trusted, goes to the newest
+// incarnation of its session, never starts a stream and never moves one
+// beyond MaxGap. With A/B feeds streams are keyed by session alone. c.mu
+// must be held.
 func (c *core) handlePacket(a arrival, p wire.Packet) {
 	c.st.Packets++
 	h := p.Header
@@ -194,7 +195,6 @@ func (c *core) handlePacket(a arrival, p wire.Packet) {
 	}
 	var s *stream
 	if a.repair {
-		// Its source is trusted to repair this stream (reader.trusted).
 		if s = c.bySession[h.Session]; s == nil {
 			c.drop(DropUnknownRepair)
 			return
