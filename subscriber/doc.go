@@ -407,7 +407,7 @@
 //	DropBadEndOfSession    end of session below what was delivered, or changed
 //	DropUnknownRepair      a repair for a session no stream has
 //	DropStopped            the stream was stopped by a loss (LossStop)
-//	DropUntrustedRepair    a repair from neither Retransmitter nor RepairSource
+//	DropUntrustedRepair    a repair from a sender not trusted to repair it
 //
 // # Concurrency
 //
@@ -446,3 +446,24 @@
 //
 // BUG(mdbus): batched receive is Linux-only (see internal/sock).
 package subscriber
+
+// The code, by concern (a map for maintainers; not part of the package
+// documentation):
+//
+//   - subscriber.go, reader.go, timer.go: the sockets and goroutines. A
+//     reader turns each datagram into an arrival (its time, source, feed
+//     and whether it is a repair), decides whether a repair is trusted
+//     (reader.trusted, the only place), and hands the datagram to the
+//     core; the timer goroutine polls the core with its own time.
+//   - core.go: the core and dispatch: a datagram to its stream by kind
+//     (handleDatagram, handlePacket, handleIn), and the counters.
+//   - table.go: the stream table: lookup and admission, the current
+//     incarnation of each session, restarts, eviction and forgetting.
+//   - stream.go: one stream's ordering: delivering in order, holding
+//     early packets, gaps, jumps beyond MaxGap, the end of session.
+//   - recovery.go, failover.go: gaps to re-requests and losses, and which
+//     retransmitter is asked.
+//
+// A datagram's context is passed down as an arrival value, never kept on
+// the core between datagrams, so every function's inputs are in its
+// signature.

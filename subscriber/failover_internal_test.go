@@ -94,3 +94,37 @@ func TestSendSkipsARefusedRequest(t *testing.T) {
 	require.Equal(t, want, conn.sent)
 	require.EqualValues(t, len(dests)-len(want), s.nakErrors.Load())
 }
+
+// TestRetransmitPortTrustFirst: with RetransmitPort, a confirm or a
+// repair from another source's retransmitter (the right port at the
+// wrong address) is dropped before anything of it is used or counted:
+// the confirm neither counts nor sizes the group; the repair fills
+// nothing. The same datagrams from the stream's own source are used.
+func TestRetransmitPortTrustFirst(t *testing.T) {
+	const port = 5000
+	// A repair group, so that confirms size the group back-off.
+	h := newHarness(t, Config{RetransmitPort: port, RepairGroup: netip.MustParseAddrPort("239.7.7.8:31000")})
+	h.feed(srcA, pkt(sessA, 1, 1))
+	h.feed(srcA, pkt(sessA, 3, 1)) // gap [2, 3)
+	confirm := wire.AppendConfirm(nil, wire.Confirm{Session: sessA, Seq: 2, Count: 1, Kind: wire.ConfirmSending, Group: 40})
+	before := h.stats()
+
+	stranger := netip.AddrPortFrom(srcB.Addr(), port)
+	h.feedRepairFrom(stranger, confirm)
+	h.feedRepairFrom(stranger, pkt(sessA, 2, 1))
+	st := h.stats()
+	require.EqualValues(t, 2, st.Drops[DropUntrustedRepair])
+	require.Equal(t, before.Confirms, st.Confirms, "an untrusted confirm is not counted")
+	require.Equal(t, before.GroupSize, st.GroupSize, "nor sizes the group")
+	require.Equal(t, before.Packets, st.Packets, "an untrusted repair is not counted as a packet")
+	require.Equal(t, []wire.Seq{1}, h.seqs(srcA, sessA))
+
+	own := netip.AddrPortFrom(srcA.Addr(), port)
+	h.feedRepairFrom(own, confirm)
+	h.feedRepairFrom(own, pkt(sessA, 2, 1))
+	st = h.stats()
+	require.EqualValues(t, 2, st.Drops[DropUntrustedRepair])
+	require.Equal(t, before.Confirms+1, st.Confirms)
+	require.Equal(t, 40, st.GroupSize)
+	require.Equal(t, []wire.Seq{1, 2, 3}, h.seqs(srcA, sessA))
+}

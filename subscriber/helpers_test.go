@@ -157,11 +157,15 @@ func (h *harness) feedMsg(m sock.Message) {
 
 // feedRepair handles one datagram as the unicast repair socket's reader
 // would: from the retransmitter, to no group, marked as a repair.
-func (h *harness) feedRepair(b []byte) {
+func (h *harness) feedRepair(b []byte) { h.feedRepairFrom(h.c.ask.addrs[0], b) }
+
+// feedRepairFrom handles one datagram from src as the unicast repair
+// socket's reader would.
+func (h *harness) feedRepairFrom(src netip.AddrPort, b []byte) {
 	r := h.r
 	saved := *r
 	r.repair, r.group, r.source, r.feed = true, netip.Addr{}, netip.Addr{}, FeedRepair
-	h.feedMsg(sock.Message{Buf: b, Addr: h.c.ask.addrs[0], Dst: netip.MustParseAddr("127.0.0.1")})
+	h.feedMsg(sock.Message{Buf: b, Addr: src, Dst: netip.MustParseAddr("127.0.0.1")})
 	r.repair, r.group, r.source, r.feed = saved.repair, saved.group, saved.source, saved.feed
 }
 

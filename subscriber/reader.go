@@ -56,12 +56,12 @@ func (r *reader) readOnce() error {
 // handleLocked handles r.batch.Msgs[:n]. r.c.mu must be held.
 func (r *reader) handleLocked(n int, now monotime.Time) {
 	c := r.c
-	c.feed = r.feed
 	for i := range r.batch.Msgs[:n] {
 		m := &r.batch.Msgs[i]
 		c.st.Datagrams++
 		c.st.FeedDatagrams[r.feed]++
 		src := sock.Unmap(m.Addr)
+		a := arrival{now: now, src: src, feed: r.feed, repair: r.repair}
 		switch {
 		case m.Truncated:
 			c.drop(DropTruncatedDatagram)
@@ -71,12 +71,12 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 			c.drop(DropWrongGroup)
 		case r.source.IsValid() && src.Addr() != r.source:
 			c.drop(DropWrongSource)
-		case r.repair && !r.trusted(src, now):
+		case r.repair && !r.trusted(a, m.Buf):
 			c.drop(DropUntrustedRepair)
 		case r.repair && wire.IsConfirm(m.Buf):
-			c.handleConfirm(src, m.Buf, now)
+			c.handleConfirm(a, m.Buf)
 		default:
-			c.handleDatagram(src, m.Buf, now, r.repair)
+			c.handleDatagram(a, m.Buf)
 		}
 	}
 	// SO_RXQ_OVFL is a running uint32 count; add what it moved by.
@@ -86,22 +86,38 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 	}
 }
 
-// trusted reports whether a repair from src may be used, counting the
-// ones accepted unchecked, and notes an answer from the retransmitter
-// being asked (see asker).
-func (r *reader) trusted(src netip.AddrPort, now monotime.Time) bool {
+// trusted reports whether b, a repair or confirm that arrived as a, may
+// be used, counting the ones accepted unchecked, and notes an answer from
+// the retransmitter being asked (see asker). It is the one place that
+// decides who may repair a stream, before anything of b is used or
+// counted: on the unicast repair socket, the retransmitters asked
+// (Config.Retransmitter and Backups), or with RetransmitPort the port at
+// the address of the stream the datagram names (each source's
+// retransmitter answers for its own streams); on the repair group, the
+// RepairSource when set. r.c.mu must be held.
+func (r *reader) trusted(a arrival, b []byte) bool {
+	c := r.c
 	switch {
-	case r.feed == FeedRepair && r.c.cfg.retrPort != 0:
-		// A source's own retransmitter: its address is checked against
-		// the stream's in core.handlePacket.
-		return src.Port() == r.c.cfg.retrPort
-	case r.feed == FeedRepair:
-		return r.c.ask.trusts(src, now)
+	case a.feed == FeedRepair && c.cfg.retrPort != 0:
+		if a.src.Port() != c.cfg.retrPort {
+			return false
+		}
+		// A session with no stream yet (or a header too short to name
+		// one) is left to the handling: dropped as an unknown repair or
+		// a malformed datagram, or, a confirm, ignored.
+		h, err := wire.ParseHeader(b)
+		if err != nil {
+			return true
+		}
+		s := c.bySession[h.Session]
+		return s == nil || s.key.source.Addr() == a.src.Addr()
+	case a.feed == FeedRepair:
+		return c.ask.trusts(a.src, a.now)
 	case !r.from.IsValid():
-		r.c.st.UnverifiedRepairs++
-	case src.Addr() != r.from.Addr(), r.from.Port() != 0 && src.Port() != r.from.Port():
+		c.st.UnverifiedRepairs++
+	case a.src.Addr() != r.from.Addr(), r.from.Port() != 0 && a.src.Port() != r.from.Port():
 		return false
 	}
-	r.c.ask.hear(now)
+	c.ask.hear(a.now)
 	return true
 }

@@ -84,12 +84,12 @@ func (c *core) chunk(s *stream) int {
 	return max(1, (c.cfg.payload-wire.HeaderLen)/int(avg+wire.MsgLenLen))
 }
 
-// handleConfirm takes a retransmitter's confirm (wire.Confirm) from src,
-// already trusted as a repair would be: the confirmed range is not asked
-// for again until its answer is overdue, the group size it carries sizes
-// the back-off, and a confirm of this subscriber's own request gives a
-// repair round trip sample. c.mu must be held.
-func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
+// handleConfirm takes a retransmitter's confirm (wire.Confirm) that
+// arrived as a, already trusted as a repair would be: the confirmed range
+// is not asked for again until its answer is overdue, the group size it
+// carries sizes the back-off, and a confirm of this subscriber's own
+// request gives a repair round trip sample. c.mu must be held.
+func (c *core) handleConfirm(a arrival, b []byte) {
 	cf, err := wire.ParseConfirm(b)
 	if err != nil {
 		c.drop(dropReasonOf(err))
@@ -103,10 +103,6 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 	if s == nil {
 		return
 	}
-	if c.cfg.retrPort != 0 && c.feed == FeedRepair && s.key.source.Addr() != src.Addr() {
-		c.drop(DropUntrustedRepair) // each source's retransmitter confirms its own streams
-		return
-	}
 	r := nak.Range{From: cf.Seq, To: cf.Seq + wire.Seq(cf.Count)}
 	if s.nak == nil {
 		return
@@ -118,22 +114,22 @@ func (c *core) handleConfirm(src netip.AddrPort, b []byte, now monotime.Time) {
 		after = min(time.Duration(cf.After)*time.Microsecond, s.nak.Config().MaxRetry)
 		c.st.ConfirmsLater++
 	}
-	rtt, ok := s.nak.OnConfirm(now, r, after)
+	rtt, ok := s.nak.OnConfirm(a.now, r, after)
 	if ok && c.backoff != nil {
 		c.backoff.ObserveRTT(rtt)
 	}
 }
 
-// gapFound hands a newly reported gap [from, to) of s to its detector and
-// wakes the timer goroutine when the gap falls due before it would wake
-// anyway. It does not allocate once the detector has grown.
-func (c *core) gapFound(s *stream, from, to wire.Seq) {
+// gapFound hands a gap [from, to) of s, newly reported at now, to its
+// detector and wakes the timer goroutine when the gap falls due before it
+// would wake anyway. It does not allocate once the detector has grown.
+func (c *core) gapFound(s *stream, from, to wire.Seq, now monotime.Time) {
 	d := c.detector(s)
 	d.SetMaxRequest(c.chunk(s))
 	if c.backoff != nil {
 		d.SetRetryFloor(2 * c.backoff.RTT())
 	}
-	d.OnGap(c.now, nak.Range{From: from, To: to})
+	d.OnGap(now, nak.Range{From: from, To: to})
 	c.rearm(d)
 }
 
@@ -150,17 +146,17 @@ func (c *core) rearm(d *nak.LossDetector) {
 }
 
 // received tells the detector of s that the messages [from, to) arrived
-// (delivered or held), cancelling their NAKs, and accounts for what they
-// recovered.
-func (c *core) received(s *stream, from, to wire.Seq) {
+// (delivered or held) as a, cancelling their NAKs, and accounts for what
+// they recovered.
+func (c *core) received(s *stream, from, to wire.Seq, a arrival) {
 	if s.nak == nil {
 		return
 	}
-	filled, age := s.nak.OnReceived(c.now, nak.Range{From: from, To: to})
+	filled, age := s.nak.OnReceived(a.now, nak.Range{From: from, To: to})
 	if filled == 0 {
 		return
 	}
-	if rtt, ok := s.nak.LastRTT(); ok && c.fromRepair && c.backoff != nil {
+	if rtt, ok := s.nak.LastRTT(); ok && a.repair && c.backoff != nil {
 		c.backoff.ObserveRTT(rtt)
 	}
 	// A repair that fills the front of a requested range makes the
@@ -169,7 +165,7 @@ func (c *core) received(s *stream, from, to wire.Seq) {
 	c.rearm(s.nak)
 	s.recovered += filled
 	c.st.Recovered += filled
-	if c.fromRepair {
+	if a.repair {
 		s.repairs++
 		c.st.Repairs++
 	}
@@ -295,7 +291,6 @@ func (c *core) retire(s *stream) {
 // again (false: none). It stores that time in c.timerAt. It does not
 // allocate once its scratch slices and reqs have grown. c.mu must be held.
 func (c *core) poll(now monotime.Time, reqs []wire.Request) ([]wire.Request, monotime.Time, bool) {
-	c.now, c.fromRepair = now, false
 	c.reqTo = c.reqTo[:0]
 	next := maxTime
 	for _, s := range c.list {

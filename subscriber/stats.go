@@ -75,8 +75,10 @@ const (
 	// DropStopped: a packet of a stream stopped by LossStop.
 	DropStopped
 	// DropUntrustedRepair: a datagram on the unicast repair socket from
-	// another address and port than Config.Retransmitter, or on the repair
-	// group from another address than Config.RepairSource.
+	// another address and port than Config.Retransmitter (or its Backups;
+	// with Config.RetransmitPort, than that port at the address of the
+	// stream it names), or on the repair group from another address than
+	// Config.RepairSource. It is dropped before it is counted or used.
 	DropUntrustedRepair
 	// NumDropReasons is the number of drop reasons (the length of
 	// Stats.Drops).

@@ -36,10 +36,10 @@ const (
 	// packet, as Aeron's unicast NAK delay, instead of nak's random
 	// 0-2 ms, which exists to let other receivers' repairs suppress a
 	// NAK.
-	UnicastNAKDelay = 100 * time.Microsecond
-	DefaultBatchSize     = 64
-	DefaultDatagramSize  = wire.MaxPayloadSize
-	DefaultMaxStreams    = 64
+	UnicastNAKDelay     = 100 * time.Microsecond
+	DefaultBatchSize    = 64
+	DefaultDatagramSize = wire.MaxPayloadSize
+	DefaultMaxStreams   = 64
 	// DefaultMaxStreamsPerSource bounds the streams of one source
 	// address (a host's publishers, or one sender forging sessions).
 	DefaultMaxStreamsPerSource = 16
