@@ -2,6 +2,7 @@ package subscriber
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/mdbus/mdbus/internal/monotime"
@@ -83,6 +84,28 @@ func TestResync(t *testing.T) {
 		require.Equal(t, []Loss{{id, 2, 5}}, h.losses, "the gap before what was held is a loss")
 		require.Equal(t, []Resync{{id, 6, 1000}}, h.resyncs)
 		require.Equal(t, []wire.Seq{1, 5, 1000, 1001}, h.seqs(srcA, sessA))
+	})
+	t.Run("caught-up-suspect-is-no-jump", func(t *testing.T) {
+		// The suspect 150 was kept while next was 2; the stream has
+		// caught up to within MaxGap of it when 200 comes: confirming
+		// it would move next back from past 155 to 150.
+		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h.feed(srcA, pkt(sessA, 1, 1))
+		h.feed(srcA, pkt(sessA, 150, 1)) // far ahead of next = 2: kept
+		for q := wire.Seq(2); q <= 60; q++ {
+			h.feed(srcA, pkt(sessA, q, 1))
+		}
+		h.feed(srcA, pkt(sessA, 155, 1)) // within reach: held, 61..154 missing
+		h.feed(srcA, pkt(sessA, 200, 1)) // 139 beyond next: a new suspect, not a confirmation
+		require.Empty(t, h.resyncs)
+		require.Empty(t, h.losses)
+		h.feed(srcA, pkt(sessA, 201, 1)) // confirms 200: resync past what is held
+		for _, r := range h.resyncs {
+			require.Less(t, r.From, r.To, "a resync never goes back: %v", r)
+		}
+		seqs := h.seqs(srcA, sessA)
+		require.True(t, slices.IsSorted(seqs), "delivered in order: %v", seqs)
+		require.Equal(t, []wire.Seq{155, 200, 201}, seqs[len(seqs)-3:])
 	})
 	t.Run("repairs-never-jump", func(t *testing.T) {
 		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})

@@ -462,6 +462,15 @@ func (c *core) jumped(s *stream, p wire.Packet, a arrival) bool {
 	sus := &s.jump
 	seq := p.Seq
 	mine := sus.set && sus.src == a.src && sus.feed == a.feed
+	if mine && (sus.seq <= s.next || uint64(sus.seq-s.next) <= c.cfg.maxGap) {
+		// The stream caught up with the suspect since it was kept: it
+		// is no jump any more, and resyncing to it would move next
+		// back. Forget it (its messages, if still missing when the
+		// stream gets there, are a gap like any other); p is judged
+		// on its own below.
+		c.clearSuspect(sus)
+		mine = false
+	}
 	if mine && seq >= sus.next && uint64(seq-sus.next) <= c.cfg.maxGap && (seq > sus.seq || p.IsHeartbeat() != sus.heartbeat) {
 		kept := *sus
 		*sus = suspect{}
