@@ -78,7 +78,9 @@ type Config struct {
 	// back, to arrive.
 	Continue time.Duration
 	// Deadline: a range still missing this long after its gap was first seen
-	// is given up and returned by Poll as lost. Default DefaultDeadline (1 s).
+	// is given up and returned by Poll as lost; a range that had to wait for
+	// room in the Window, this long after its first NAK (the subscriber's
+	// own pacing does not count against it). Default DefaultDeadline (1 s).
 	Deadline time.Duration
 	// MaxRequest is the largest number of messages in one re-request range
 	// returned by Poll; longer ranges are split. Default DefaultMaxRequest

@@ -172,3 +172,29 @@ func TestRetryFloor(t *testing.T) {
 	d.SetRetryFloor(0)
 	require.Equal(t, DefaultRetry, d.retry())
 }
+
+// TestWindowWaitKeepsDeadline: a range that waits for room in the window
+// is not given up while it waits; its deadline counts from its first NAK.
+// Ranges asked at once keep the deadline from when they were seen.
+func TestWindowWaitKeepsDeadline(t *testing.T) {
+	d := NewLossDetector(Config{Generator: FixedDelay(0), Window: 2, Deadline: time.Second})
+	d.SetMaxRequest(10)
+	d.OnGap(t0, rg(1, 41)) // four requests' worth, two in flight at most
+	reqs, _ := d.Poll(t0, nil, nil)
+	require.Equal(t, []Range{rg(1, 11), rg(11, 21)}, reqs)
+	// The first two are answered only after 900 ms: the rest waited.
+	d.OnReceived(t0.Add(900*time.Millisecond), rg(1, 21))
+	reqs, lost := d.Poll(t0.Add(900*time.Millisecond), nil, nil)
+	require.Equal(t, []Range{rg(21, 31), rg(31, 41)}, reqs)
+	require.Empty(t, lost)
+	requireInvariants(t, d)
+	// One second after the gap was seen, they are 100 ms into their own
+	// deadline: still asked for, not lost.
+	_, lost = d.Poll(t0.Add(1100*time.Millisecond), nil, nil)
+	require.Empty(t, lost, "the window's wait does not count against the deadline")
+	// A second after their first NAK, unanswered: lost.
+	_, lost = d.Poll(t0.Add(1900*time.Millisecond), nil, nil)
+	require.Equal(t, []Range{rg(21, 41)}, lost)
+	require.Zero(t, d.Pending())
+	requireInvariants(t, d)
+}

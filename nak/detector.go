@@ -22,6 +22,13 @@ type entry struct {
 	start     bool          // the last NAK's request began at from
 	doomed    bool          // declared lost at once (MaxPending rule); the next Poll reports it
 	held      bool          // a confirm said its answer is held back: no round trip sample
+	// clock is when the deadline started: when the gap was reported, or,
+	// for a range that waited for room in the window (waited), when it
+	// was first asked. A range waiting for the window has no deadline:
+	// the subscriber's own pacing must not give up what the server would
+	// still answer.
+	clock  monotime.Time
+	waited bool
 }
 
 func (e *entry) len() uint64 { return uint64(e.to - e.from) }
@@ -79,10 +86,13 @@ func (d *LossDetector) Config() Config { return d.cfg }
 // at is when e next needs Poll: its next NAK or its deadline, whichever is
 // first; at once for a doomed entry.
 func (d *LossDetector) at(e *entry) monotime.Time {
-	if e.doomed {
+	switch {
+	case e.doomed:
 		return e.firstSeen
+	case e.naks == 0 && e.waited:
+		return e.next
 	}
-	return min(e.next, e.firstSeen.Add(d.cfg.Deadline))
+	return min(e.next, e.clock.Add(d.cfg.Deadline))
 }
 
 // search returns the index of the first entry that ends after s.
@@ -138,7 +148,7 @@ func (d *LossDetector) OnGap(now monotime.Time, r Range) {
 	}
 	d.st.Gaps++
 	d.st.GapMessages += n
-	e := entry{firstSeen: now}
+	e := entry{firstSeen: now, clock: now}
 	if n > d.cfg.MaxPending-d.pending { // pending <= MaxPending always
 		e.doomed = true
 		e.next = now
@@ -316,7 +326,7 @@ func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []R
 	out := 0
 	for i := 0; i < len(d.entries); i++ {
 		e := &d.entries[i]
-		if e.doomed || now >= e.firstSeen.Add(d.cfg.Deadline) {
+		if e.doomed || !(e.naks == 0 && e.waited) && now >= e.clock.Add(d.cfg.Deadline) {
 			lost = appendJoined(lost, lostStart, e.from, e.to, math.MaxUint64)
 			if e.doomed {
 				d.doomed -= e.len()
@@ -329,19 +339,22 @@ func (d *LossDetector) Poll(now monotime.Time, reqs, lost []Range) ([]Range, []R
 		if now >= e.next && e.naks == 0 && inflight >= window {
 			// The window is full: look again after Continue, when
 			// answers may have made room.
-			e.next = now.Add(d.cfg.Continue)
+			e.next, e.waited = now.Add(d.cfg.Continue), true
 		} else if now >= e.next {
 			if e.naks == 0 {
 				if room := window - inflight; e.len() > room {
 					// Ask for what fits; the rest waits its turn.
 					rest := *e
 					rest.from = e.from + wire.Seq(room)
-					rest.next = now.Add(d.cfg.Continue)
+					rest.next, rest.waited = now.Add(d.cfg.Continue), true
 					e.to = rest.from
 					d.entries = slices.Insert(d.entries, i+1, rest)
 					e = &d.entries[i]
 				}
 				inflight += e.len()
+				if e.waited {
+					e.clock = now // its deadline starts with its first NAK
+				}
 			}
 			e.asked = now
 			e.naks++
@@ -563,7 +576,7 @@ func (d *LossDetector) GiveUp(lost []Range) []Range {
 func (d *LossDetector) Rearm(now monotime.Time) {
 	for i := range d.entries {
 		if e := &d.entries[i]; !e.doomed {
-			e.firstSeen, e.next, e.interval, e.naks = now, now.Add(d.delay()), 0, 0
+			e.firstSeen, e.clock, e.next, e.interval, e.naks = now, now, now.Add(d.delay()), 0, 0
 		}
 	}
 	d.exact = false

@@ -23,6 +23,9 @@
 // [0, Delay)). After each NAK, while any of it is still missing, it is asked
 // again after Retry, then 2·Retry, 4·Retry, ... capped at MaxRetry. Once
 // now >= t+Deadline, what is left is returned by Poll as lost and forgotten.
+// A range that had to wait for room in the Window has no deadline while it
+// waits, and its Deadline counts from its first NAK: a long gap asked a
+// window at a time is not given up for the subscriber's own pacing.
 //
 //	t              t+d          t+d+R          t+d+3R                                              t+Deadline
 //	|<-U[0,Delay)->|<--- R ---->|<---- 2R ---->|<-- NAK 4, 5, ... after 4R, 8R, ... <= MaxRetry -->|
