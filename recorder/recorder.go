@@ -108,9 +108,10 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 	r.tap.setUpstreams(cfg.Upstream, cfg.UpstreamBackups)
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, RepairGroup: cfg.RepairGroup,
-		StartSeq: cfg.StartSeq, NAK: cfg.NAK, Wrap: cfg.Wrap,
-		MaxStreams: cfg.MaxStreams, MaxStreamsPerSource: cfg.MaxStreamsPerSource,
+		StartSeq: cfg.StartSeq, Wrap: cfg.Wrap,
+		Recovery:  subscriber.Recovery{Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, RepairGroup: cfg.RepairGroup, NAK: cfg.NAK},
+		Receive:   subscriber.Receive{ReadBuffer: cfg.ReadBuffer},
+		Limits:    subscriber.Limits{MaxStreams: cfg.MaxStreams, MaxStreamsPerSource: cfg.MaxStreamsPerSource},
 		OnMessage: r.tap.message,
 		OnEnd:     r.tap.end,
 	})

@@ -148,7 +148,9 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	}
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, NAK: cfg.NAK, Wrap: cfg.Wrap,
+		Wrap:      cfg.Wrap,
+		Recovery:  subscriber.Recovery{Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, NAK: cfg.NAK},
+		Receive:   subscriber.Receive{ReadBuffer: cfg.ReadBuffer},
 		OnMessage: r.onMessage,
 		OnEnd:     r.onEnd,
 	})
