@@ -166,7 +166,7 @@ type recvParams struct {
 	bufSize       int // raw: the largest datagram expected
 	timestamps    bool
 	busyPoll      time.Duration
-	noGRO         bool // mdbus: subscriber.Config.DisableGRO
+	noGRO         bool // mdbus: subscriber.Config.Receive.DisableGRO
 	loss          float64
 	seed          uint64
 	logger        *slog.Logger

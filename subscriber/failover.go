@@ -11,14 +11,14 @@ import (
 	"github.com/mdbus/mdbus/nak"
 )
 
-// MaxBackups bounds Config.Backups: every repair datagram is checked
+// MaxBackups bounds Config.Recovery.Backups: every repair datagram is checked
 // against the list, and a feed has a primary and a backup retransmitter,
 // seldom more.
 const MaxBackups = 7
 
-// asker chooses the retransmitter re-requests go to: Config.Retransmitter
-// first, then, when the one asked has not answered for Config.Failover
-// while being asked, the next of Config.Backups, round robin. It is the
+// asker chooses the retransmitter re-requests go to: Config.Recovery.Retransmitter
+// first, then, when the one asked has not answered for Config.Recovery.Failover
+// while being asked, the next of Config.Recovery.Backups, round robin. It is the
 // core's (guarded by core.mu): the NAK timer asks target, the repair
 // readers report what they heard.
 //

@@ -23,7 +23,7 @@ import (
 const (
 	DefaultInterface  = "lo"
 	DefaultReadBuffer = 4 << 20
-	// MaxBusyPoll bounds Config.BusyPoll (Close waits for a spinning
+	// MaxBusyPoll bounds Config.Receive.BusyPoll (Close waits for a spinning
 	// reader to give up).
 	MaxBusyPoll = sock.MaxBusyPoll
 	// DefaultReorderWindow is how long a subscriber that has no way to
@@ -32,7 +32,7 @@ const (
 	DefaultReorderWindow = 20 * time.Millisecond
 	// UnicastNAKDelay is the wait before the first NAK of a gap when
 	// repairs come unicast and there is one feed (no RepairGroup, no
-	// Secondary) and Config.NAK sets no delay: room for a reordered
+	// Secondary) and Config.Recovery.NAK sets no delay: room for a reordered
 	// packet, as Aeron's unicast NAK delay, instead of nak's random
 	// 0-2 ms, which exists to let other receivers' repairs suppress a
 	// NAK.

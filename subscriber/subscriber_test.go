@@ -493,6 +493,34 @@ func TestWrapLoss(t *testing.T) {
 	c.check(t)
 }
 
+// TestConfigZeroAndNegative pins the rule stated on Config: zero is the
+// default, and negative is "none" for the fields that say so.
+func TestConfigZeroAndNegative(t *testing.T) {
+	g := netip.MustParseAddrPort("239.1.1.1:5000")
+	c, err := Config{Group: g}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, Receive{
+		ReadBuffer: DefaultReadBuffer, BatchSize: DefaultBatchSize, DatagramSize: DefaultDatagramSize,
+		ReorderPackets: DefaultReorderPackets, ReorderBytes: DefaultReorderBytes,
+	}, c.Receive)
+	require.Equal(t, Limits{
+		MaxStreams: DefaultMaxStreams, MaxStreamsPerSource: DefaultMaxStreamsPerSource,
+		StreamIdleTimeout: DefaultStreamIdleTimeout, MaxGap: DefaultMaxGap,
+	}, c.Limits)
+	require.Equal(t, DefaultInterface, c.Interface)
+	require.Equal(t, 5*nak.DefaultRetry, c.Recovery.Failover)
+
+	c, err = Config{Group: g,
+		Receive: Receive{ReorderPackets: -1, ReorderBytes: -1},
+		Limits:  Limits{MaxStreamsPerSource: -1, StreamIdleTimeout: -1},
+	}.withDefaults()
+	require.NoError(t, err)
+	require.Zero(t, c.Receive.ReorderPackets, "negative: none held")
+	require.Zero(t, c.Receive.ReorderBytes, "negative: no byte bound")
+	require.Zero(t, c.Limits.MaxStreamsPerSource, "negative: no per-source bound")
+	require.Zero(t, c.Limits.StreamIdleTimeout, "negative: never expires")
+}
+
 func TestConfigErrors(t *testing.T) {
 	g := netip.MustParseAddrPort("239.1.1.1:5000")
 	for _, tc := range []struct {
@@ -527,6 +555,10 @@ func TestConfigErrors(t *testing.T) {
 		{"loss-policy", Config{Group: g, Recovery: Recovery{LossPolicy: 7}}},
 		{"busy-poll-negative", Config{Group: g, Receive: Receive{BusyPoll: -time.Microsecond}}},
 		{"busy-poll-too-long", Config{Group: g, Receive: Receive{BusyPoll: MaxBusyPoll + 1}}},
+		{"read-buffer-negative", Config{Group: g, Receive: Receive{ReadBuffer: -1}}},
+		{"batch-size-negative", Config{Group: g, Receive: Receive{BatchSize: -1}}},
+		{"datagram-size-negative", Config{Group: g, Receive: Receive{DatagramSize: -1}}},
+		{"max-streams-negative", Config{Group: g, Limits: Limits{MaxStreams: -1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
