@@ -104,7 +104,7 @@ type Config struct {
 	// for the receive path's wake-up tail.
 	BusyPoll time.Duration
 	// NoGRO turns UDP_GRO off on the mdbus subscribers' feed sockets
-	// (subscriber.Config.DisableGRO); raw UDP receivers always read
+	// (subscriber.Config.Receive.DisableGRO); raw UDP receivers always read
 	// plain, one datagram per recvmmsg slot (the baseline).
 	NoGRO bool
 	// Spin is how close to a latency message's send time the sender stops

@@ -308,7 +308,7 @@ func GroupChildMain(ctx context.Context, args []string, stdout io.Writer) error 
 	)
 	sub, err := subscriber.New(subscriber.Config{
 		Group: spec.Group, Interface: spec.Interface, StartSeq: 1,
-		Retransmitter: spec.Retransmitter, RepairGroup: spec.Repair,
+		Recovery: subscriber.Recovery{Retransmitter: spec.Retransmitter, RepairGroup: spec.Repair},
 		OnMessage: func(m subscriber.Message) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -292,8 +292,9 @@ func newMdbusPonger(rp recvParams, sp sendParams) (*mdbusPonger, error) {
 		wrap = impair.Receiver(impair.Config{Loss: rp.loss, Seed: rp.seed})
 	}
 	sub, err := subscriber.New(subscriber.Config{
-		Group: rp.group, Interface: rp.ifi.Name, ReadBuffer: rp.readBuffer, BusyPoll: rp.busyPoll, StartSeq: 1,
-		Retransmitter: rp.retransmitter, NAK: nak.Config{Seed: rp.seed}, Wrap: wrap,
+		Group: rp.group, Interface: rp.ifi.Name, StartSeq: 1, Wrap: wrap,
+		Recovery: subscriber.Recovery{Retransmitter: rp.retransmitter, NAK: nak.Config{Seed: rp.seed}},
+		Receive:  subscriber.Receive{ReadBuffer: rp.readBuffer, BusyPoll: rp.busyPoll},
 		OnMessage: func(m subscriber.Message) {
 			p.n++
 			if _, err := p.pub.Publish(m.Data); err != nil {

@@ -166,7 +166,7 @@ type recvParams struct {
 	bufSize       int // raw: the largest datagram expected
 	timestamps    bool
 	busyPoll      time.Duration
-	noGRO         bool // mdbus: subscriber.Config.DisableGRO
+	noGRO         bool // mdbus: subscriber.Config.Receive.DisableGRO
 	loss          float64
 	seed          uint64
 	logger        *slog.Logger
@@ -186,15 +186,19 @@ func newMdbusReceiver(p recvParams, sk *sink) (*mdbusReceiver, error) {
 	// declares a gap lost after its reorder window.
 	nc := nak.Config{Seed: p.seed}
 	sub, err := subscriber.New(subscriber.Config{
-		Group:         p.group,
-		Interface:     p.ifi.Name,
-		ReadBuffer:    p.readBuffer,
-		StartSeq:      1,
-		Retransmitter: p.retransmitter,
-		NAK:           nc,
-		Timestamps:    p.timestamps,
-		BusyPoll:      p.busyPoll,
-		DisableGRO:    p.noGRO,
+		Group:     p.group,
+		Interface: p.ifi.Name,
+		Receive: subscriber.Receive{
+			ReadBuffer: p.readBuffer,
+			Timestamps: p.timestamps,
+			BusyPoll:   p.busyPoll,
+			DisableGRO: p.noGRO,
+		},
+		StartSeq: 1,
+		Recovery: subscriber.Recovery{
+			Retransmitter: p.retransmitter,
+			NAK:           nc,
+		},
 		OnMessage: func(m subscriber.Message) {
 			sk.deliver(m.Data, r.cnt.kernelTime(uint64(m.Seq)))
 		},

@@ -190,7 +190,7 @@ func BenchmarkFanoutFeed(b *testing.B) {
 				res[i].lat = make([]int64, 0, n/64+1)
 			}
 			if mode == "ring" {
-				w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr(), ReadBuffer: rcvbuf},
+				w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}, Receive: subscriber.Receive{ReadBuffer: rcvbuf}},
 					Path: filepath.Join(shmDir(b), "feed.ring")})
 				require.NoError(b, err)
 				defer func() { b.ReportMetric(float64(w.Subscriber().Stats().LostMessages), "writer-lost"); w.Close() }()
@@ -210,7 +210,7 @@ func BenchmarkFanoutFeed(b *testing.B) {
 				}
 			} else {
 				for i := range res {
-					s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr(), ReadBuffer: rcvbuf,
+					s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}, Receive: subscriber.Receive{ReadBuffer: rcvbuf},
 						OnLoss: func(l subscriber.Loss) { lost.Add(l.Len()) },
 						OnMessage: func(m subscriber.Message) {
 							res[i].on(m, nil)
@@ -268,7 +268,7 @@ func benchStall(b *testing.B, i int, stall time.Duration) {
 	// messages) in one go, as a rewinder serving a host's own readers may
 	// (MaxRequestBytes, for requesters it trusts).
 	f := newFeedHistory(b, group, "FANSTALL", rate, retransmit.CacheConfig{MaxMessages: 8 << 20, MaxBytes: 1 << 30}, 1<<20)
-	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Retransmitter: f.srv.Addr(), ReadBuffer: 32 << 20},
+	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}, Receive: subscriber.Receive{ReadBuffer: 32 << 20}},
 		Path: filepath.Join(shmDir(b), "feed.ring")})
 	require.NoError(b, err)
 	defer w.Close()

@@ -10,7 +10,7 @@
 //
 //	// The host's one subscriber (mdbus fanout):
 //	w, err := fanout.NewWriter(fanout.WriterConfig{Feed: subscriber.Config{
-//		Group: group, Retransmitter: rewinder}})
+//		Group: group, Recovery: subscriber.Recovery{Retransmitter: rewinder}}})
 //	defer w.Close()
 //
 //	// Each consumer (mdbus sub --fanout NAME):

@@ -15,8 +15,10 @@ import (
 func ExampleNewWriter() {
 	group := netip.MustParseAddrPort("239.192.0.1:31001")
 	w, err := fanout.NewWriter(fanout.WriterConfig{Feed: subscriber.Config{
-		Group:         group,
-		Retransmitter: netip.MustParseAddrPort("127.0.0.1:31100"),
+		Group: group,
+		Recovery: subscriber.Recovery{
+			Retransmitter: netip.MustParseAddrPort("127.0.0.1:31100"),
+		},
 	}})
 	if err != nil {
 		log.Fatal(err)

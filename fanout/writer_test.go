@@ -65,7 +65,7 @@ func TestWriterFeedToReaders(t *testing.T) {
 	skipUnsupported(t)
 	group := netip.MustParseAddrPort("239.192.20.1:32201")
 	f := newFeed(t, group, "FANOUT1", 0)
-	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Retransmitter: f.srv.Addr(), StartSeq: 1},
+	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}, StartSeq: 1},
 		Path: filepath.Join(shmDir(t), "feed.ring"), Capacity: 16 << 20})
 	require.NoError(t, err)
 	defer w.Close()
@@ -99,7 +99,7 @@ func TestLappedReaderCatchesUp(t *testing.T) {
 	// on a loaded machine under -race; the stalled one waits until the
 	// fast one has everything, so it is lapped whatever the timing.
 	f := newFeedHistory(t, group, "FANOUT2", 200_000, retransmit.CacheConfig{MaxMessages: 1 << 20}, 1<<20)
-	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Retransmitter: f.srv.Addr(), StartSeq: 1},
+	w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}, StartSeq: 1},
 		Path: filepath.Join(shmDir(t), "feed.ring"), Capacity: 8 * MinCapacity})
 	require.NoError(t, err)
 	defer w.Close()
@@ -231,7 +231,7 @@ func TestWriterRestartCatchUp(t *testing.T) {
 	f := newFeed(t, group, "FANOUT3", 0)
 	path := filepath.Join(shmDir(t), "feed.ring")
 	newWriter := func() *Writer {
-		w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Retransmitter: f.srv.Addr()}, Path: path, Capacity: 8 * MinCapacity})
+		w, err := NewWriter(WriterConfig{Feed: subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}}, Path: path, Capacity: 8 * MinCapacity})
 		require.NoError(t, err)
 		return w
 	}

@@ -69,9 +69,11 @@ func endToEnd(t *testing.T, group netip.AddrPort, ifname string, size func(wire.
 		next     = wire.Seq(1)
 	)
 	sub, err := subscriber.New(subscriber.Config{
-		Group:      group,
-		Interface:  ifname,
-		ReadBuffer: 8 << 20,
+		Group:     group,
+		Interface: ifname,
+		Receive: subscriber.Receive{
+			ReadBuffer: 8 << 20,
+		},
 		OnMessage: func(m subscriber.Message) {
 			mu.Lock()
 			defer mu.Unlock()

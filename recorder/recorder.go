@@ -39,7 +39,7 @@ type Config struct {
 	// recorder's own socket missed, so the journal has no holes.
 	Upstream netip.AddrPort
 	// UpstreamBackups are asked in turn when Upstream stops answering
-	// (see subscriber.Config.Backups), and for what it could not fill
+	// (see subscriber.Config.Recovery.Backups), and for what it could not fill
 	// after a restart.
 	UpstreamBackups []netip.AddrPort
 	// RepairGroup, when valid, is the repair group joined as well (with
@@ -48,14 +48,14 @@ type Config struct {
 	// StartSeq is the first sequence recorded of every stream: 0 joins
 	// live (the first packet heard starts the recording), 1 records each
 	// session from its start, fetching what came before the join from
-	// Upstream (within subscriber.Config.MaxGap and NAK.MaxPending).
+	// Upstream (within subscriber.Config.Limits.MaxGap and NAK.MaxPending).
 	StartSeq wire.Seq
 	// MaxStreams and MaxStreamsPerSource bound the streams recorded at
 	// once (see subscriber.Config: defaults 64 and 16 per source address,
 	// negative per source for no such bound). Packets of a stream beyond
 	// them are not journaled: Stats counts them (RefusedPackets).
 	MaxStreams, MaxStreamsPerSource int
-	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
+	// NAK tunes the re-requests to Upstream (see subscriber.Config.Recovery.NAK);
 	// its Deadline defaults to DefaultNAKDeadline.
 	NAK nak.Config
 	// Journal receives the recording. The caller opens and closes it.
@@ -108,9 +108,10 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 	r.tap.setUpstreams(cfg.Upstream, cfg.UpstreamBackups)
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, RepairGroup: cfg.RepairGroup,
-		StartSeq: cfg.StartSeq, NAK: cfg.NAK, Wrap: cfg.Wrap,
-		MaxStreams: cfg.MaxStreams, MaxStreamsPerSource: cfg.MaxStreamsPerSource,
+		StartSeq: cfg.StartSeq, Wrap: cfg.Wrap,
+		Recovery:  subscriber.Recovery{Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, RepairGroup: cfg.RepairGroup, NAK: cfg.NAK},
+		Receive:   subscriber.Receive{ReadBuffer: cfg.ReadBuffer},
+		Limits:    subscriber.Limits{MaxStreams: cfg.MaxStreams, MaxStreamsPerSource: cfg.MaxStreamsPerSource},
 		OnMessage: r.tap.message,
 		OnEnd:     r.tap.end,
 	})

@@ -47,10 +47,10 @@ type RewinderConfig struct {
 	// drop costs a re-request, not the cached range.
 	Upstream netip.AddrPort
 	// UpstreamBackups are asked in turn when Upstream stops answering
-	// (see subscriber.Config.Backups), and for what it could not fill
+	// (see subscriber.Config.Recovery.Backups), and for what it could not fill
 	// after a restart.
 	UpstreamBackups []netip.AddrPort
-	// NAK tunes the re-requests to Upstream (see subscriber.Config.NAK);
+	// NAK tunes the re-requests to Upstream (see subscriber.Config.Recovery.NAK);
 	// its Deadline defaults to DefaultNAKDeadline.
 	NAK nak.Config
 	// Journal, when not nil, receives every message the rewinder
@@ -148,7 +148,9 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	}
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
-		ReadBuffer: cfg.ReadBuffer, Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, NAK: cfg.NAK, Wrap: cfg.Wrap,
+		Wrap:      cfg.Wrap,
+		Recovery:  subscriber.Recovery{Retransmitter: cfg.Upstream, Backups: cfg.UpstreamBackups, NAK: cfg.NAK},
+		Receive:   subscriber.Receive{ReadBuffer: cfg.ReadBuffer},
 		OnMessage: r.onMessage,
 		OnEnd:     r.onEnd,
 	})

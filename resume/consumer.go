@@ -149,9 +149,9 @@ func New(cfg Config) (*Consumer, error) {
 		if cfg.Journal != nil {
 			c.sources = append(c.sources, JournalHistory{J: cfg.Journal})
 		}
-		if cfg.Feed.Retransmitter.IsValid() {
-			c.sources = append(c.sources, RequestHistory{Addr: cfg.Feed.Retransmitter})
-			for _, b := range cfg.Feed.Backups {
+		if cfg.Feed.Recovery.Retransmitter.IsValid() {
+			c.sources = append(c.sources, RequestHistory{Addr: cfg.Feed.Recovery.Retransmitter})
+			for _, b := range cfg.Feed.Recovery.Backups {
 				c.sources = append(c.sources, RequestHistory{Addr: b})
 			}
 		}

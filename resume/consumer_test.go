@@ -95,7 +95,7 @@ func TestConsumerResumes(t *testing.T) {
 	run := func(maxBuf int) *Consumer {
 		cp, err := OpenCheckpoint(path, CheckpointConfig{})
 		require.NoError(t, err)
-		c, err := New(Config{Feed: subscriber.Config{Group: group, Retransmitter: f.srv.Addr()},
+		c, err := New(Config{Feed: subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}},
 			Checkpoint: cp, Start: Start{Kind: StartSession}, OnMessage: col.on, MaxBuffered: maxBuf})
 		require.NoError(t, err)
 		return c
@@ -150,7 +150,7 @@ func TestConsumerHistoryFromBackup(t *testing.T) {
 	require.NoError(t, f.pub.Flush(context.Background()))
 	col := &collector{next: 1}
 	c, err := New(Config{
-		Feed:  subscriber.Config{Group: group, Retransmitter: deadAddr, Backups: []netip.AddrPort{f.srv.Addr()}},
+		Feed:  subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: deadAddr, Backups: []netip.AddrPort{f.srv.Addr()}}},
 		Start: Start{Kind: StartSession}, OnMessage: col.on,
 	})
 	require.NoError(t, err)

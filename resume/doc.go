@@ -38,7 +38,7 @@
 //	cp, _ := resume.OpenCheckpoint("/var/lib/app/feed.ckpt", resume.CheckpointConfig{})
 //	out, _ := resume.OpenOutput("/var/lib/app/feed.out", cp)
 //	c, _ := resume.New(resume.Config{
-//		Feed:       subscriber.Config{Group: group, Retransmitter: rewinder},
+//		Feed:       subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: rewinder}},
 //		Checkpoint: cp,
 //		Start:      resume.Start{Kind: resume.StartSession},
 //		OnMessage:  func(m subscriber.Message) { out.Writer().Write(m.Data) },

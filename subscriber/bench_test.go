@@ -199,7 +199,7 @@ type socketFeed struct {
 
 func newSocketFeed(tb testing.TB, group netip.AddrPort, batch, msgs, size int, onMessage func(Message)) *socketFeed {
 	tb.Helper()
-	s, err := open(Config{Group: group, OnMessage: onMessage, BatchSize: batch, ReadBuffer: 4 << 20, Logger: discard})
+	s, err := open(Config{Group: group, OnMessage: onMessage, Receive: Receive{BatchSize: batch, ReadBuffer: 4 << 20}, Logger: discard})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { s.conn.Close() })
 	f := &socketFeed{s: s, tx: labSender(tb, netip.Addr{}), out: sock.NewBatch(batch, 0), msgs: msgs, next: 1}

@@ -49,7 +49,7 @@ type Gap struct {
 func (g Gap) Len() uint64 { return uint64(g.To - g.From) }
 
 // Resync is a jump of a stream past a range it will never receive: the
-// stream fell more than Config.MaxGap behind its publisher (an outage, an
+// stream fell more than Config.Limits.MaxGap behind its publisher (an outage, an
 // overload) and, once the publisher's own packets confirmed the jump, went
 // on from To. [From, To) is skipped; unlike a Loss it was never reported
 // missing nor requested.

@@ -95,7 +95,7 @@ func TestReorderBufferFull(t *testing.T) {
 	const bound = 4
 	// With a retransmitter the gap is kept and the newest packet dropped:
 	// it can still be repaired.
-	h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
+	h := newHarness(t, Config{Receive: Receive{ReorderPackets: bound}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 3+bound; s++ {
 		h.feed(srcA, pkt(sessA, s, 1))
@@ -126,7 +126,7 @@ var testRetransmitter = netip.MustParseAddrPort("127.0.0.1:9")
 // dropping the newer packet, which would only make a gap of its own.
 func TestReorderOverflowWithoutRecovery(t *testing.T) {
 	const bound = 4
-	h := newHarness(t, Config{ReorderPackets: bound})
+	h := newHarness(t, Config{Receive: Receive{ReorderPackets: bound}})
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 3+bound; s++ {
 		h.feed(srcA, pkt(sessA, s, 1))
@@ -144,7 +144,7 @@ func TestReorderOverflowWithoutRecovery(t *testing.T) {
 }
 
 func TestNoReorderBuffer(t *testing.T) {
-	h := newHarness(t, Config{ReorderPackets: -1})
+	h := newHarness(t, Config{Receive: Receive{ReorderPackets: -1}})
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1))
 	h.feed(srcA, pkt(sessA, 2, 1))
@@ -214,7 +214,7 @@ func TestStartSeq(t *testing.T) {
 		require.EqualValues(t, 5, h.stats().Duplicates)
 	})
 	t.Run("first-packet-too-far", func(t *testing.T) {
-		h := newHarness(t, Config{StartSeq: 1, MaxGap: 100})
+		h := newHarness(t, Config{StartSeq: 1, Limits: Limits{MaxGap: 100}})
 		h.feed(srcA, pkt(sessA, 200, 1))
 		st := h.stats()
 		require.Zero(t, st.Streams)
@@ -320,7 +320,7 @@ func TestSessionChange(t *testing.T) {
 }
 
 func TestMaxStreams(t *testing.T) {
-	h := newHarness(t, Config{MaxStreams: 2})
+	h := newHarness(t, Config{Limits: Limits{MaxStreams: 2}})
 	srcC := netip.MustParseAddrPort("127.0.0.3:40003")
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcB, pkt(sessA, 1, 1))
@@ -341,7 +341,7 @@ func TestMaxStreams(t *testing.T) {
 }
 
 func TestEvictSuperseded(t *testing.T) {
-	h := newHarness(t, Config{MaxStreams: 2})
+	h := newHarness(t, Config{Limits: Limits{MaxStreams: 2}})
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessB, 1, 1)) // supersedes A/sessA
 	h.feed(srcB, pkt(sessA, 1, 1)) // evicts A/sessA
@@ -405,13 +405,13 @@ func TestBadInput(t *testing.T) {
 		{"seq-jump-2^40", sock.Message{Buf: pkt(sessA, 2+1<<40, 1)}, DropSeqJump, Config{}},
 		{"heartbeat-jump-2^40", sock.Message{Buf: hb(sessA, 2+1<<40)}, DropSeqJump, Config{}},
 		{"end-jump-2^40", sock.Message{Buf: eos(sessA, 2+1<<40)}, DropSeqJump, Config{}},
-		{"seq-jump-max-gap", sock.Message{Buf: pkt(sessA, 2+11, 1)}, DropSeqJump, Config{MaxGap: 10}},
+		{"seq-jump-max-gap", sock.Message{Buf: pkt(sessA, 2+11, 1)}, DropSeqJump, Config{Limits: Limits{MaxGap: 10}}},
 		{"truncated-datagram", sock.Message{Buf: pkt(sessA, 2, 1), Truncated: true}, DropTruncatedDatagram, Config{}},
 		{"wrong-group", sock.Message{Buf: pkt(sessA, 2, 1), Dst: netip.MustParseAddr("239.7.7.8")}, DropWrongGroup, Config{}},
 		{"unicast-to-port", sock.Message{Buf: pkt(sessA, 2, 1), Dst: netip.MustParseAddr("127.0.0.1")}, DropWrongGroup, Config{}},
 		{"wrong-source", sock.Message{Buf: pkt(sessA, 2, 1), Addr: srcB}, DropWrongSource, Config{Source: srcA.Addr()}},
-		{"too-many-streams-new-source", sock.Message{Buf: pkt(sessA, 2, 1), Addr: srcB}, DropTooManyStreams, Config{MaxStreams: 1}},
-		{"too-many-streams-session-change", sock.Message{Buf: pkt(sessB, 2, 1)}, DropTooManyStreams, Config{MaxStreams: 1}},
+		{"too-many-streams-new-source", sock.Message{Buf: pkt(sessA, 2, 1), Addr: srcB}, DropTooManyStreams, Config{Limits: Limits{MaxStreams: 1}}},
+		{"too-many-streams-session-change", sock.Message{Buf: pkt(sessB, 2, 1)}, DropTooManyStreams, Config{Limits: Limits{MaxStreams: 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.cfg)
@@ -487,7 +487,7 @@ func TestRandomized(t *testing.T) {
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 99))
 			bound := 1 + rng.IntN(32)
-			h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
+			h := newHarness(t, Config{Receive: Receive{ReorderPackets: bound}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 			var all []sent
 			for _, id := range ids {
 				seq := wire.Seq(1)

@@ -9,15 +9,28 @@
 // # Usage
 //
 //	s, err := subscriber.New(subscriber.Config{
-//		Group:         netip.MustParseAddrPort("239.1.1.1:30001"),
-//		Interface:     "eth1",
-//		Retransmitter: netip.MustParseAddrPort("10.0.0.5:30100"), // retransmit.Server or rewinder
-//		RepairGroup:   netip.MustParseAddrPort("239.1.1.2:30002"), // optional
-//		OnMessage:     func(m subscriber.Message) { handle(m.Stream, m.Seq, m.Data) }, // copy m.Data to keep it
-//		OnLoss:        func(l subscriber.Loss) { log.Printf("lost %d..%d", l.From, l.To-1) },
+//		Group:     netip.MustParseAddrPort("239.1.1.1:30001"),
+//		Interface: "eth1",
+//		Recovery: subscriber.Recovery{
+//			Retransmitter: netip.MustParseAddrPort("10.0.0.5:30100"), // retransmit.Server or rewinder
+//			RepairGroup:   netip.MustParseAddrPort("239.1.1.2:30002"), // optional
+//		},
+//		OnMessage: func(m subscriber.Message) { handle(m.Stream, m.Seq, m.Data) }, // copy m.Data to keep it
+//		OnLoss:    func(l subscriber.Loss) { log.Printf("lost %d..%d", l.From, l.To-1) },
 //	})
 //	if err != nil { ... }
 //	defer s.Close()
+//
+// # Configuration
+//
+// Config holds the feed (Group, Interface, Source, Secondary, StartSeq),
+// the callbacks and the socket hooks, and groups the rest by what it
+// decides: Recovery (who repairs a stream and whose repairs are
+// trusted), Receive (socket buffer, batches, the reorder buffer, busy
+// polling, GRO) and Limits (what senders can make the subscriber track).
+// Config's documentation states the one rule for zero and negative
+// values; a field's own doc names only its default and whether a
+// negative value means "none".
 //
 // # Sockets
 //
@@ -36,9 +49,9 @@
 // dropped (DropWrongGroup). A datagram without destination information is
 // accepted.
 //
-// Datagrams are read in batches (recvmmsg, Config.BatchSize at a time)
+// Datagrams are read in batches (recvmmsg, Config.Receive.BatchSize at a time)
 // into preallocated buffers. The receive buffer (SO_RCVBUF) is requested
-// from Config.ReadBuffer; Linux doubles the request and caps it at twice
+// from Config.Receive.ReadBuffer; Linux doubles the request and caps it at twice
 // net.core.rmem_max, so New reads back what was granted, logs a warning
 // when it was capped and reports it in Stats. The kernel's exact count of
 // datagrams it dropped for want of buffer space (SO_RXQ_OVFL) is
@@ -72,7 +85,7 @@
 // Retransmitter's and the Backups' addresses and ports (with
 // RetransmitPort: from that port at the repaired stream's own source
 // address), the repair group
-// only from Config.RepairSource (any port); others are dropped
+// only from Config.Recovery.RepairSource (any port); others are dropped
 // (DropUntrustedRepair). Without a RepairSource every sender on the repair
 // group is accepted, and counted (Stats.UnverifiedRepairs). A repair never
 // moves a stream beyond MaxGap (see The bounded-gap rule).
@@ -87,7 +100,7 @@
 // made runnable and a thread scheduled onto a CPU, and on a busy host the
 // last step is what makes the tail of receive latency (measured: the
 // kernel's receive timestamp to OnMessage is where the one-way p99.9
-// goes). Config.BusyPoll keeps the feed readers on their CPU instead: an
+// goes). Config.Receive.BusyPoll keeps the feed readers on their CPU instead: an
 // empty read is retried (recvmmsg with MSG_DONTWAIT) until BusyPoll has
 // passed without a datagram, and only then does the reader park. It is
 // the userspace form of what feed handlers do with kernel-bypass stacks
@@ -100,7 +113,7 @@
 // # UDP GRO
 //
 // The feed sockets (Group, Secondary) receive with UDP_GRO unless
-// Config.DisableGRO is set: the kernel may hand over a run of a
+// Config.Receive.DisableGRO is set: the kernel may hand over a run of a
 // publisher's equal-size packets as one train in one read, as it does
 // with a GSO publisher's send looped back on this host (up to 64 packets
 // per train) or with a flow's packets coalesced by a NIC's GRO. The socket
@@ -156,7 +169,7 @@
 // through OnLoss) and asks for nothing more. A rewinder keyed by session
 // must drop its cached messages when the incarnation changes.
 //
-// The stream table is bounded: at most Config.MaxStreams streams, at
+// The stream table is bounded: at most Config.Limits.MaxStreams streams, at
 // most MaxStreamsPerSource of one source address. A stream silent for
 // StreamIdleTimeout is forgotten (Stats.StreamsExpired). To start one
 // more, the least recently active stream that is done (ended, stopped,
@@ -257,7 +270,7 @@
 // the subscriber's mutex, polls every stream with gaps. The re-requests
 // due (wire.Request, one per range) are sent after the mutex is released,
 // from preallocated buffers, on the repair socket to the retransmitter
-// asked (Config.Retransmitter, or a backup after a failover);
+// asked (Config.Recovery.Retransmitter, or a backup after a failover);
 // the answers arrive on the repair socket (or, when the retransmitter
 // multicasts them, on the repair group) and fill the stream. Whatever
 // arrives for a tracked gap, by any socket, cancels its NAKs and records
@@ -266,9 +279,9 @@
 // RecoveryHistogram copies (for .hgrm output). RepairAddr tells where the
 // repair socket is bound.
 //
-// Backups and failover: with Config.Backups, the re-requests go to one
+// Backups and failover: with Config.Recovery.Backups, the re-requests go to one
 // retransmitter at a time, the Retransmitter first. When the one asked
-// has sent nothing back for Config.Failover (default five NAK.Retry, 50
+// has sent nothing back for Config.Recovery.Failover (default five NAK.Retry, 50
 // ms) while re-requests to it were outstanding, the next in [Retransmitter,
 // Backups...] is asked, round robin, and the switch is logged and counted
 // (Stats.Failovers; Stats.Asking names the one asked). "Sent back" is any
@@ -286,7 +299,7 @@
 // Each source's own retransmitter: on a bus with several publishers, each
 // running its retransmitter on its own host (StatsD relays; "mdbus pub
 // --retransmit HOSTADDR:PORT"), one Retransmitter cannot repair the
-// others' streams. With Config.RetransmitPort instead, a stream's
+// others' streams. With Config.Recovery.RetransmitPort instead, a stream's
 // re-requests go to its source's address at that port, and an answer on
 // the repair socket is used only if it comes from that port at the
 // address of the stream it repairs: one publisher's retransmitter cannot
@@ -344,7 +357,7 @@
 // No count or sequence read off the wire sizes anything. Two bounds apply,
 // in this order:
 //
-//  1. A packet, heartbeat or end of session more than Config.MaxGap
+//  1. A packet, heartbeat or end of session more than Config.Limits.MaxGap
 //     messages (default 2^20) ahead of the next expected sequence is a
 //     suspect, dropped (DropSeqJump, Stats.SuspectJumps): a sequence that
 //     jumps by 2^40 is neither a gap of 2^40 messages nor a reason to wait
@@ -372,7 +385,7 @@
 // where the network allows. With A/B feeds any sender on either group
 // reaches the stream, so there source-specific joins matter most.
 //
-// Held packets are bounded by Config.ReorderPackets and ReorderBytes per
+// Held packets are bounded by Config.Receive.ReorderPackets and ReorderBytes per
 // stream and
 // copied into slot buffers that are reused, so the packets held take at
 // most MaxStreams * ReorderBytes, and the idle slot buffers kept for reuse

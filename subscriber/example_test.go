@@ -60,11 +60,13 @@ func ExampleNew_sourceSpecific() {
 // receiver on a repair group, and reports what could not be recovered.
 func ExampleNew_recovery() {
 	s, err := subscriber.New(subscriber.Config{
-		Group:         netip.MustParseAddrPort("239.1.1.1:30001"),
-		Interface:     "eth1",
-		Retransmitter: netip.MustParseAddrPort("10.0.0.5:30100"),
-		RepairGroup:   netip.MustParseAddrPort("239.1.1.2:30002"),
-		OnMessage:     func(m subscriber.Message) {},
+		Group:     netip.MustParseAddrPort("239.1.1.1:30001"),
+		Interface: "eth1",
+		Recovery: subscriber.Recovery{
+			Retransmitter: netip.MustParseAddrPort("10.0.0.5:30100"),
+			RepairGroup:   netip.MustParseAddrPort("239.1.1.2:30002"),
+		},
+		OnMessage: func(m subscriber.Message) {},
 		OnLoss: func(l subscriber.Loss) {
 			log.Printf("%v: %d messages lost from %d", l.Stream, l.Len(), l.From)
 		},
@@ -95,9 +97,11 @@ func ExampleNew_ab() {
 		Secondary:       netip.MustParseAddrPort("232.1.2.1:30001"),
 		SecondarySource: netip.MustParseAddr("10.2.0.1"),
 		Interface:       "eth1",
-		NAK:             nak.Config{Delay: 5 * time.Millisecond, Deadline: 100 * time.Millisecond},
-		OnMessage:       func(m subscriber.Message) {},
-		OnLoss:          func(l subscriber.Loss) { log.Printf("both feeds lost %d..%d", l.From, l.To-1) },
+		Recovery: subscriber.Recovery{
+			NAK: nak.Config{Delay: 5 * time.Millisecond, Deadline: 100 * time.Millisecond},
+		},
+		OnMessage: func(m subscriber.Message) {},
+		OnLoss:    func(l subscriber.Loss) { log.Printf("both feeds lost %d..%d", l.From, l.To-1) },
 	})
 	if err != nil {
 		log.Fatal(err)

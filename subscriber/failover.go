@@ -11,14 +11,14 @@ import (
 	"github.com/mdbus/mdbus/nak"
 )
 
-// MaxBackups bounds Config.Backups: every repair datagram is checked
+// MaxBackups bounds Config.Recovery.Backups: every repair datagram is checked
 // against the list, and a feed has a primary and a backup retransmitter,
 // seldom more.
 const MaxBackups = 7
 
-// asker chooses the retransmitter re-requests go to: Config.Retransmitter
-// first, then, when the one asked has not answered for Config.Failover
-// while being asked, the next of Config.Backups, round robin. It is the
+// asker chooses the retransmitter re-requests go to: Config.Recovery.Retransmitter
+// first, then, when the one asked has not answered for Config.Recovery.Failover
+// while being asked, the next of Config.Recovery.Backups, round robin. It is the
 // core's (guarded by core.mu): the NAK timer asks target, the repair
 // readers report what they heard.
 //
@@ -83,45 +83,45 @@ func (a *asker) hear(now monotime.Time) { a.answered, a.heard = now, true }
 // Backups is copied before its addresses are unmapped: the caller's
 // slice is left alone.
 func (c *Config) backups() error {
-	if c.Failover < 0 {
-		return fmt.Errorf("%w: failover %v: want a positive duration (0: the default)", ErrConfig, c.Failover)
+	if c.Recovery.Failover < 0 {
+		return fmt.Errorf("%w: failover %v: want a positive duration (0: the default)", ErrConfig, c.Recovery.Failover)
 	}
-	if c.Failover == 0 {
-		c.Failover = 5 * cmp.Or(c.NAK.Retry, nak.DefaultRetry)
+	if c.Recovery.Failover == 0 {
+		c.Recovery.Failover = 5 * cmp.Or(c.Recovery.NAK.Retry, nak.DefaultRetry)
 	}
-	if len(c.Backups) == 0 {
+	if len(c.Recovery.Backups) == 0 {
 		return nil
 	}
 	switch {
-	case !c.Retransmitter.IsValid():
+	case !c.Recovery.Retransmitter.IsValid():
 		return fmt.Errorf("%w: backup retransmitters without a Retransmitter: set the first one asked as Retransmitter", ErrConfig)
-	case len(c.Backups) > MaxBackups:
-		return fmt.Errorf("%w: %d backup retransmitters: at most %d", ErrConfig, len(c.Backups), MaxBackups)
+	case len(c.Recovery.Backups) > MaxBackups:
+		return fmt.Errorf("%w: %d backup retransmitters: at most %d", ErrConfig, len(c.Recovery.Backups), MaxBackups)
 	}
-	c.Backups = slices.Clone(c.Backups)
-	for i, b := range c.Backups {
+	c.Recovery.Backups = slices.Clone(c.Recovery.Backups)
+	for i, b := range c.Recovery.Backups {
 		b = netip.AddrPortFrom(b.Addr().Unmap(), b.Port())
 		switch a := b.Addr(); {
 		case !b.IsValid() || a.IsMulticast() || a.IsUnspecified() || b.Port() == 0:
 			return fmt.Errorf("%w: backup retransmitter %s: want a unicast address and a port", ErrConfig, b)
-		case a.Is4() != c.Retransmitter.Addr().Is4():
-			return fmt.Errorf("%w: backup retransmitter %s: not of the Retransmitter's (%s) address family; re-requests leave from one socket", ErrConfig, b, c.Retransmitter)
-		case b == c.Retransmitter || slices.Contains(c.Backups[:i], b):
+		case a.Is4() != c.Recovery.Retransmitter.Addr().Is4():
+			return fmt.Errorf("%w: backup retransmitter %s: not of the Retransmitter's (%s) address family; re-requests leave from one socket", ErrConfig, b, c.Recovery.Retransmitter)
+		case b == c.Recovery.Retransmitter || slices.Contains(c.Recovery.Backups[:i], b):
 			return fmt.Errorf("%w: retransmitter %s listed twice", ErrConfig, b)
 		}
-		c.Backups[i] = b
+		c.Recovery.Backups[i] = b
 	}
 	return nil
 }
 
 // asker is the core's failover state for c (c.withDefaults applied).
 func (c Config) asker() asker {
-	if !c.Retransmitter.IsValid() {
+	if !c.Recovery.Retransmitter.IsValid() {
 		return asker{}
 	}
 	return asker{
-		addrs: append([]netip.AddrPort{c.Retransmitter}, c.Backups...),
-		after: c.Failover,
-		quiet: cmp.Or(c.NAK.Deadline, nak.DefaultDeadline),
+		addrs: append([]netip.AddrPort{c.Recovery.Retransmitter}, c.Recovery.Backups...),
+		after: c.Recovery.Failover,
+		quiet: cmp.Or(c.Recovery.NAK.Deadline, nak.DefaultDeadline),
 	}
 }

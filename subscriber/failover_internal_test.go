@@ -103,7 +103,7 @@ func TestSendSkipsARefusedRequest(t *testing.T) {
 func TestRetransmitPortTrustFirst(t *testing.T) {
 	const port = 5000
 	// A repair group, so that confirms size the group back-off.
-	h := newHarness(t, Config{RetransmitPort: port, RepairGroup: netip.MustParseAddrPort("239.7.7.8:31000")})
+	h := newHarness(t, Config{Recovery: Recovery{RetransmitPort: port, RepairGroup: netip.MustParseAddrPort("239.7.7.8:31000")}})
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1)) // gap [2, 3)
 	confirm := wire.AppendConfirm(nil, wire.Confirm{Session: sessA, Seq: 2, Count: 1, Kind: wire.ConfirmSending, Group: 40})

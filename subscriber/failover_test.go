@@ -33,9 +33,7 @@ func TestFailoverToBackup(t *testing.T) {
 	// busy second core: repairs took up to 850 ms), and an answer later
 	// than Failover leaves the backup too.
 	s, k := subscribe(t, subscriber.Config{
-		Group: group, Retransmitter: dead.conn.LocalAddr(), Backups: []netip.AddrPort{srv.Addr()},
-		Failover: time.Second,
-		NAK:      nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 5 * time.Second, Deadline: 20 * time.Second},
+		Group: group, Recovery: subscriber.Recovery{Retransmitter: dead.conn.LocalAddr(), Backups: []netip.AddrPort{srv.Addr()}, Failover: time.Second, NAK: nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 5 * time.Second, Deadline: 20 * time.Second}},
 	})
 	require.Equal(t, dead.conn.LocalAddr(), s.Stats().Asking)
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
@@ -74,9 +72,8 @@ func TestFailoverRoundRobin(t *testing.T) {
 	one, two := newFakeRetransmitter(t), newFakeRetransmitter(t)
 	var logged logCount
 	s, k := subscribe(t, subscriber.Config{
-		Group: group, Retransmitter: one.conn.LocalAddr(), Backups: []netip.AddrPort{two.conn.LocalAddr()},
-		Failover: 30 * time.Millisecond, Logger: slog.New(&logged),
-		NAK: nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 20 * time.Millisecond, Deadline: 400 * time.Millisecond},
+		Group: group, Recovery: subscriber.Recovery{Retransmitter: one.conn.LocalAddr(), Backups: []netip.AddrPort{two.conn.LocalAddr()}, Failover: 30 * time.Millisecond, NAK: nak.Config{Seed: 1, Retry: 10 * time.Millisecond, MaxRetry: 20 * time.Millisecond, Deadline: 400 * time.Millisecond}},
+		Logger: slog.New(&logged),
 	})
 	pub := newFeed(t, group, "lo", lo4, sess1, nil)
 	pub.send(pub.packets(100, 5), func(i int) bool { return i == 3 }, datagramsRead(t, s))
@@ -123,8 +120,7 @@ func TestFailoverStaysWhileAnswered(t *testing.T) {
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
 	backup := newFakeRetransmitter(t)
 	s, k := subscribe(t, subscriber.Config{
-		Group: group, Retransmitter: srv.Addr(), Backups: []netip.AddrPort{backup.conn.LocalAddr()},
-		Failover: 2 * time.Second, NAK: nak.Config{Seed: 1, Deadline: 10 * time.Second},
+		Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), Backups: []netip.AddrPort{backup.conn.LocalAddr()}, Failover: 2 * time.Second, NAK: nak.Config{Seed: 1, Deadline: 10 * time.Second}},
 	})
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
 	pub.send(pub.packets(1000, 5), func(i int) bool { return i%10 == 7 }, datagramsRead(t, s))
@@ -148,8 +144,7 @@ func TestBackupRepairsTrusted(t *testing.T) {
 	silent := newFakeRetransmitter(t)
 	backup, stranger := newFakeRetransmitter(t), newFakeRetransmitter(t)
 	s, k := subscribe(t, subscriber.Config{
-		Group: group, Retransmitter: silent.conn.LocalAddr(), Backups: []netip.AddrPort{backup.conn.LocalAddr()},
-		Failover: time.Minute, NAK: slowRetry,
+		Group: group, Recovery: subscriber.Recovery{Retransmitter: silent.conn.LocalAddr(), Backups: []netip.AddrPort{backup.conn.LocalAddr()}, Failover: time.Minute, NAK: slowRetry},
 	})
 	pub := newFeed(t, group, "lo", lo4, sess1, nil)
 	dgs := pub.packets(100, 5)
@@ -194,7 +189,7 @@ func TestRetransmitPortPerSource(t *testing.T) {
 		srv := server(t, retransmit.ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr(a), port), Sources: []retransmit.Source{cache}})
 		hosts = append(hosts, host{newFeed(t, group, "lo", netip.MustParseAddr(a), []wire.Session{sess1, mustSess("RECOV2")}[i], cache), srv, cache})
 	}
-	s, k := subscribe(t, subscriber.Config{Group: group, RetransmitPort: port, NAK: slowRetry})
+	s, k := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{RetransmitPort: port, NAK: slowRetry}})
 	require.True(t, s.RepairAddr().IsValid())
 	require.False(t, s.Stats().Asking.IsValid(), "no one retransmitter")
 	for i, h := range hosts {

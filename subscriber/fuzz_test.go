@@ -88,10 +88,14 @@ func FuzzCore(f *testing.F) {
 		if stop {
 			policy = LossStop
 		}
-		h := newHarness(t, Config{MaxStreams: maxStreams, ReorderPackets: reorder, MaxGap: 1000,
-			Retransmitter: repairer, LossPolicy: policy,
-			NAK: nak.Config{Generator: nak.FixedDelay(time.Millisecond), Retry: 5 * time.Millisecond,
-				Deadline: 50 * time.Millisecond, MaxPending: maxPending, MaxRequest: maxRequest}})
+		h := newHarness(t, Config{Limits: Limits{MaxStreams: maxStreams, MaxGap: 1000}, Receive: Receive{ReorderPackets: reorder},
+			Recovery: Recovery{
+				Retransmitter: repairer,
+				LossPolicy:    policy,
+				NAK: nak.Config{Generator: nak.FixedDelay(time.Millisecond), Retry: 5 * time.Millisecond,
+					Deadline: 50 * time.Millisecond, MaxPending: maxPending, MaxRequest: maxRequest},
+			},
+		})
 		h.checkPayload = false
 		for len(in) >= 3 {
 			ctl := in[0]

@@ -99,7 +99,7 @@ func TestGSOTrainsDelivered(t *testing.T) {
 		t.Run(fmt.Sprintf("DisableGRO=%v", disable), func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.7.2.30"), uint16(31030+i))
 			mr := new(maxRead)
-			s, c := newSub(t, Config{Group: group, DisableGRO: disable, ReadBuffer: 8 << 20,
+			s, c := newSub(t, Config{Group: group, Receive: Receive{DisableGRO: disable, ReadBuffer: 8 << 20},
 				Wrap: func(pc sock.PacketConn) sock.PacketConn { mr.PacketConn = pc; return mr }})
 			pub := newGSOPub(t, group, sessA)
 			const n, per, train = 50000, 140, 30 // 140 messages: a whole number of payload's 7-size cycles

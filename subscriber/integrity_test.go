@@ -82,7 +82,7 @@ func TestDuplicatesAreNotRestarts(t *testing.T) {
 // it, and what the old one still missed is reported lost, not repaired
 // from the new run.
 func TestNewSourceOfLiveSession(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: testRetransmitter, NAK: nak.Config{Deadline: 10 * time.Second}})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: testRetransmitter, NAK: nak.Config{Deadline: 10 * time.Second}}})
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, pkt(sessA, 4, 1)) // 3 missing
 	h.feed(srcB, pkt(sessA, 500, 1))
@@ -154,7 +154,7 @@ func TestStreamTableBounded(t *testing.T) {
 // TestLiveStreamsKeepTheirPlace: live streams that delivered are never
 // evicted for room; the newcomer is refused instead.
 func TestLiveStreamsKeepTheirPlace(t *testing.T) {
-	h := newHarness(t, Config{MaxStreams: 2, MaxStreamsPerSource: -1})
+	h := newHarness(t, Config{Limits: Limits{MaxStreams: 2, MaxStreamsPerSource: -1}})
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcB, pkt(sessB, 1, 1))
 	h.feed(netip.MustParseAddrPort("127.0.0.3:1"), pkt(mustSession("C"), 1, 1))
@@ -185,7 +185,7 @@ func TestRestartAB(t *testing.T) {
 // the session's stream; before, its gaps were declared lost as soon as it
 // could ask, when the wait was longer than the deadline.
 func TestWaitingIncarnationKeepsItsDeadline(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: testRetransmitter, NAK: nak.Config{Deadline: 500 * time.Millisecond}})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: testRetransmitter, NAK: nak.Config{Deadline: 500 * time.Millisecond}}})
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcB, pkt(sessA, 1, 1))
 	h.feed(srcB, pkt(sessA, 3, 1))             // 2 missing on B, which may not ask yet
@@ -210,7 +210,7 @@ func TestWaitingIncarnationKeepsItsDeadline(t *testing.T) {
 // 1,670 of run 2's 50,000 messages while run 2 waited the second it takes
 // to call run 1 quiet.
 func TestWaitingIncarnationKeepsItsReorderGrace(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: testRetransmitter, ReorderPackets: 4})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: testRetransmitter}, Receive: Receive{ReorderPackets: 4}})
 	h.feed(srcA, pkt(sessA, 1, 2)) // run 1; its end of session is lost
 	h.feed(srcB, pkt(sessA, 1, 1)) // run 2 from a new port: waits for A to go quiet
 	for seq := wire.Seq(3); seq <= 6; seq++ {
@@ -247,7 +247,7 @@ func TestWaitingIncarnationKeepsItsReorderGrace(t *testing.T) {
 // its gaps up once its detector's deadline, a second behind the clock,
 // has passed: nothing is asked for, and what was held is delivered.
 func TestWaitingIncarnationFullBufferIsBounded(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: testRetransmitter, ReorderPackets: 4})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: testRetransmitter}, Receive: Receive{ReorderPackets: 4}})
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcB, pkt(sessA, 1, 1))
 	for seq := wire.Seq(3); seq <= 6; seq++ {

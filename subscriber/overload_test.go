@@ -17,7 +17,7 @@ import (
 // repair cannot make the stream drop everything after it.
 func TestReorderFullGivesUpStalledGap(t *testing.T) {
 	const bound = 4
-	h := newHarness(t, Config{ReorderPackets: bound, Retransmitter: testRetransmitter})
+	h := newHarness(t, Config{Receive: Receive{ReorderPackets: bound}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 3+bound; s++ {
@@ -45,7 +45,7 @@ func TestReorderFullGivesUpStalledGap(t *testing.T) {
 func TestResync(t *testing.T) {
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	t.Run("confirmed", func(t *testing.T) {
-		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h := newHarness(t, Config{Limits: Limits{MaxGap: 100}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 		h.feed(srcA, pkt(sessA, 1, 2))
 		h.feed(srcA, pkt(sessA, 500, 1)) // far ahead: dropped, remembered
 		h.feed(srcA, pkt(sessA, 3, 1))   // in order: still delivered
@@ -62,7 +62,7 @@ func TestResync(t *testing.T) {
 		onlyDrops(t, st, map[DropReason]uint64{DropSeqJump: 2, DropDuplicate: 1})
 	})
 	t.Run("heartbeats", func(t *testing.T) {
-		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h := newHarness(t, Config{Limits: Limits{MaxGap: 100}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, hb(sessA, 1000))
 		h.feed(srcA, hb(sessA, 1000))
@@ -76,7 +76,7 @@ func TestResync(t *testing.T) {
 		require.Empty(t, h.losses)
 	})
 	t.Run("held-then-resync", func(t *testing.T) {
-		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h := newHarness(t, Config{Limits: Limits{MaxGap: 100}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, pkt(sessA, 5, 1)) // held: 2..4 missing
 		h.feed(srcA, pkt(sessA, 1000, 1))
@@ -89,7 +89,7 @@ func TestResync(t *testing.T) {
 		// The suspect 150 was kept while next was 2; the stream has
 		// caught up to within MaxGap of it when 200 comes: confirming
 		// it would move next back from past 155 to 150.
-		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h := newHarness(t, Config{Limits: Limits{MaxGap: 100}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, pkt(sessA, 150, 1)) // far ahead of next = 2: kept
 		for q := wire.Seq(2); q <= 60; q++ {
@@ -108,7 +108,7 @@ func TestResync(t *testing.T) {
 		require.Equal(t, []wire.Seq{155, 200, 201}, seqs[len(seqs)-3:])
 	})
 	t.Run("repairs-never-jump", func(t *testing.T) {
-		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h := newHarness(t, Config{Limits: Limits{MaxGap: 100}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feedRepair(pkt(sessA, 1<<40, 1))
 		h.feedRepair(pkt(sessA, 1<<40+1, 1))
@@ -121,7 +121,7 @@ func TestResync(t *testing.T) {
 	t.Run("other-source-never-confirms", func(t *testing.T) {
 		// A/B: both feeds reach one stream, so a forger on either could
 		// send the first suspect; only the same source confirms it.
-		h := newHarness(t, Config{MaxGap: 100, Secondary: netip.MustParseAddrPort("239.7.7.9:31000")})
+		h := newHarness(t, Config{Limits: Limits{MaxGap: 100}, Secondary: netip.MustParseAddrPort("239.7.7.9:31000")})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcB, pkt(sessA, 1<<40, 1))
 		h.feed(srcA, pkt(sessA, 1<<40+1, 1))
@@ -130,7 +130,7 @@ func TestResync(t *testing.T) {
 		require.Equal(t, seqRange(1, 3), h.seqs(netip.AddrPort{}, sessA))
 	})
 	t.Run("lone-wild-sequences", func(t *testing.T) {
-		h := newHarness(t, Config{MaxGap: 100, Retransmitter: testRetransmitter})
+		h := newHarness(t, Config{Limits: Limits{MaxGap: 100}, Recovery: Recovery{Retransmitter: testRetransmitter}})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		for i, wild := range []wire.Seq{1 << 40, 5000, 1 << 50, 4000} { // none agrees with the one before
 			h.feed(srcA, pkt(sessA, wild, 1))
@@ -151,7 +151,7 @@ func TestReorderBytesBound(t *testing.T) {
 	for s := wire.Seq(3); s < 6; s++ {
 		size += len(pkt(sessA, s, 1))
 	}
-	h := newHarness(t, Config{ReorderPackets: 100, ReorderBytes: size})
+	h := newHarness(t, Config{Receive: Receive{ReorderPackets: 100, ReorderBytes: size}})
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	for s := wire.Seq(3); s < 6; s++ {

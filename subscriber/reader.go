@@ -91,7 +91,7 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 // the retransmitter being asked (see asker). It is the one place that
 // decides who may repair a stream, before anything of b is used or
 // counted: on the unicast repair socket, the retransmitters asked
-// (Config.Retransmitter and Backups), or with RetransmitPort the port at
+// (Config.Recovery.Retransmitter and Backups), or with RetransmitPort the port at
 // the address of the stream the datagram names (each source's
 // retransmitter answers for its own streams); on the repair group, the
 // RepairSource when set. r.c.mu must be held.

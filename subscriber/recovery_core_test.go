@@ -31,7 +31,7 @@ func req(s wire.Session, seq wire.Seq, n uint16) wire.Request {
 }
 
 func TestNAKRecoversGap(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}})
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, pkt(sessA, 5, 2))
@@ -70,7 +70,7 @@ func TestNAKRecoversGap(t *testing.T) {
 }
 
 func TestNAKRetriesThenLoss(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}})
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, pkt(sessA, 5, 2))
@@ -109,7 +109,7 @@ func TestNAKRetriesThenLoss(t *testing.T) {
 func TestLossExactRange(t *testing.T) {
 	cfg := testNAK()
 	cfg.MaxPending = 3
-	h := newHarness(t, Config{Retransmitter: repairer, NAK: cfg})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: cfg}})
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1))  // gap [2,3): tracked
@@ -128,7 +128,7 @@ func TestLossExactRange(t *testing.T) {
 }
 
 func TestLossStop(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK(), LossPolicy: LossStop})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK(), LossPolicy: LossStop}})
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 2))
@@ -148,7 +148,7 @@ func TestLossStop(t *testing.T) {
 	require.True(t, ss.Stopped)
 	require.False(t, ss.Ended)
 	// A stopped stream can make room for a new one.
-	h2 := newHarness(t, Config{MaxStreams: 1, NAK: testNAK(), LossPolicy: LossStop})
+	h2 := newHarness(t, Config{Limits: Limits{MaxStreams: 1}, Recovery: Recovery{NAK: testNAK(), LossPolicy: LossStop}})
 	h2.feed(srcA, pkt(sessA, 1, 1))
 	h2.feed(srcA, pkt(sessA, 3, 1))
 	h2.runUntil(h2.now.Add(time.Second))
@@ -157,7 +157,7 @@ func TestLossStop(t *testing.T) {
 }
 
 func TestTailLossHeartbeat(t *testing.T) {
-	h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
+	h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}})
 	h.feed(srcA, pkt(sessA, 1, 3))
 	h.feed(srcA, hb(sessA, 7)) // 4..6 never came
 	require.Equal(t, []wire.Request{req(sessA, 4, 3)}, h.runUntil(h.now.Add(time.Millisecond)))
@@ -169,7 +169,7 @@ func TestTailLossHeartbeat(t *testing.T) {
 }
 
 func TestEndOfSessionAfterLoss(t *testing.T) {
-	h := newHarness(t, Config{NAK: testNAK()}) // no retransmitter
+	h := newHarness(t, Config{Recovery: Recovery{NAK: testNAK()}}) // no retransmitter
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	h.feed(srcA, eos(sessA, 6)) // 3..5 lost at the tail
@@ -179,7 +179,7 @@ func TestEndOfSessionAfterLoss(t *testing.T) {
 }
 
 func TestNoRetransmitterDeclaresLoss(t *testing.T) {
-	h := newHarness(t, Config{NAK: nak.Config{Deadline: 50 * time.Millisecond}})
+	h := newHarness(t, Config{Recovery: Recovery{NAK: nak.Config{Deadline: 50 * time.Millisecond}}})
 	id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 1))
 	h.feed(srcA, pkt(sessA, 3, 1))
@@ -196,7 +196,7 @@ func TestNoRetransmitterDeclaresLoss(t *testing.T) {
 func TestBoundedGap(t *testing.T) {
 	far := wire.Seq(2 + 1<<40)
 	t.Run("beyond-MaxGap-dropped", func(t *testing.T) {
-		h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
+		h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, hb(sessA, far))
 		require.Empty(t, h.gaps)
@@ -205,7 +205,7 @@ func TestBoundedGap(t *testing.T) {
 		onlyDrops(t, h.stats(), map[DropReason]uint64{DropSeqJump: 1})
 	})
 	t.Run("beyond-MaxPending-lost-at-once", func(t *testing.T) {
-		h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK(), MaxGap: 1 << 41})
+		h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}, Limits: Limits{MaxGap: 1 << 41}})
 		id := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, hb(sessA, far))
@@ -218,7 +218,7 @@ func TestBoundedGap(t *testing.T) {
 		require.Equal(t, []wire.Seq{1, far}, h.seqs(srcA, sessA))
 	})
 	t.Run("within-MaxPending-split", func(t *testing.T) {
-		h := newHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
+		h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}})
 		h.feed(srcA, pkt(sessA, 1, 1))
 		h.feed(srcA, hb(sessA, 60002))
 		reqs := h.runUntil(h.now.Add(time.Millisecond))
@@ -250,7 +250,7 @@ func abHarness(t *testing.T, cfg Config) (*harness, func(src netip.AddrPort, b [
 }
 
 func TestABCore(t *testing.T) {
-	h, feedB := abHarness(t, Config{Retransmitter: repairer, NAK: testNAK()})
+	h, feedB := abHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}})
 	id := StreamID{Session: sessA, Incarnation: 1}
 	h.feed(srcA, pkt(sessA, 1, 2))
 	feedB(srcB, pkt(sessA, 1, 2))  // the B copy: a duplicate
@@ -288,7 +288,7 @@ func TestNAKSeedReplay(t *testing.T) {
 	run := func(seed uint64) []time.Duration {
 		// The uniform back-off (NAK.Delay set): the group back-off waits
 		// not at all for a group of one.
-		h := newHarness(t, Config{Retransmitter: repairer, NAK: nak.Config{Seed: seed, Delay: nak.DefaultDelay}})
+		h := newHarness(t, Config{Recovery: Recovery{Retransmitter: repairer, NAK: nak.Config{Seed: seed, Delay: nak.DefaultDelay}}})
 		start := h.now
 		for i, src := range []netip.AddrPort{srcA, srcB} {
 			sess := []wire.Session{sessA, sessB}[i] // one session from two sources: only the current one asks
@@ -330,8 +330,7 @@ type recoveryFeed struct {
 const recoveryMsgs = 5 // messages per packet
 
 func newRecoveryFeed(tb testing.TB, onMessage func(Message)) *recoveryFeed {
-	cfg, err := Config{Group: testGroup, Retransmitter: repairer, OnMessage: onMessage,
-		NAK: nak.Config{Generator: nak.FixedDelay(0)}}.withDefaults()
+	cfg, err := Config{Group: testGroup, Recovery: Recovery{Retransmitter: repairer, NAK: nak.Config{Generator: nak.FixedDelay(0)}}, OnMessage: onMessage}.withDefaults()
 	require.NoError(tb, err)
 	f := &recoveryFeed{c: newCore(cfg.core()), next: 1, reqs: make([]wire.Request, 0, 8)}
 	f.feed = &reader{c: f.c, batch: sock.NewBatch(4, 0), group: testGroup.Addr()}
@@ -423,9 +422,12 @@ func TestRandomizedRecovery(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
-			h := newHarness(t, Config{StartSeq: 1, Retransmitter: repairer, NAK: nak.Config{
-				Seed: seed + 1, Delay: 2 * time.Millisecond, Retry: 5 * time.Millisecond,
-				MaxRetry: 20 * time.Millisecond, Deadline: 200 * time.Millisecond, MaxRequest: 7}})
+			h := newHarness(t, Config{StartSeq: 1, Recovery: Recovery{
+				Retransmitter: repairer,
+				NAK: nak.Config{
+					Seed: seed + 1, Delay: 2 * time.Millisecond, Retry: 5 * time.Millisecond,
+					MaxRetry: 20 * time.Millisecond, Deadline: 200 * time.Millisecond, MaxRequest: 7},
+			}})
 			var events []event
 			schedule := func(e event) {
 				i, _ := slices.BinarySearchFunc(events, e.at, func(x event, at monotime.Time) int {

@@ -253,7 +253,7 @@ func TestRecoverSingleLossUnicast(t *testing.T) {
 	group := netip.MustParseAddrPort("239.7.3.1:31030")
 	cache := retransmit.NewCache(retransmit.CacheConfig{})
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
-	s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), NAK: slowRetry})
+	s, k := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), NAK: slowRetry}})
 	require.True(t, s.RepairAddr().IsValid())
 	require.NotEqual(t, group.Port(), s.RepairAddr().Port())
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
@@ -298,7 +298,7 @@ func TestRecoverIPv6(t *testing.T) {
 	group := netip.MustParseAddrPort("[ff15::7:31]:31031")
 	cache := retransmit.NewCache(retransmit.CacheConfig{})
 	srv := server(t, retransmit.ServerConfig{Listen: netip.AddrPortFrom(netip.MustParseAddr(netlab.IPv6B), 0), Sources: []retransmit.Source{cache}})
-	s, k := subscribe(t, subscriber.Config{Group: group, Interface: netlab.VethA, Retransmitter: srv.Addr(), NAK: slowRetry})
+	s, k := subscribe(t, subscriber.Config{Group: group, Interface: netlab.VethA, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), NAK: slowRetry}})
 	require.True(t, s.RepairAddr().Addr().Is6())
 	pub := newFeed(t, group, netlab.VethA, netip.MustParseAddr(netlab.IPv6A), sess1, cache)
 	pub.send(pub.packets(100, 4), func(i int) bool { return i == 3 || i == 4 }, datagramsRead(t, s))
@@ -318,7 +318,7 @@ func TestUnicastRepairsReachTheirSubscriber(t *testing.T) {
 	var subs []*subscriber.Subscriber
 	var sinks []*sink
 	for _, lose := range [][]wire.Seq{{11, 12}, {31, 50, 77}} {
-		s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), NAK: slowRetry,
+		s, k := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), NAK: slowRetry},
 			Wrap: impair.Receiver(impair.Config{Drop: impair.DropSeqs(lose...)})})
 		subs, sinks = append(subs, s), append(sinks, k)
 	}
@@ -347,7 +347,7 @@ func TestRecoverImpaired(t *testing.T) {
 	cache := retransmit.NewCache(retransmit.CacheConfig{})
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
 	var rx *impair.Conn
-	s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), NAK: nak.Config{Seed: 3},
+	s, k := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), NAK: nak.Config{Seed: 3}},
 		Wrap: impair.Receiver(impair.Config{Loss: 0.05, Reorder: 0.01, Duplicate: 0.01, Seed: 7,
 			OnWrap: func(c *impair.Conn) { rx = c }})})
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
@@ -382,7 +382,7 @@ func TestTailLossRecovered(t *testing.T) {
 	group := netip.MustParseAddrPort("239.7.3.4:31034")
 	cache := retransmit.NewCache(retransmit.CacheConfig{})
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
-	s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), NAK: slowRetry})
+	s, k := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), NAK: slowRetry}})
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
 	dgs := pub.packets(100, 5)
 	pub.send(dgs, func(i int) bool { return i >= len(dgs)-3 }, datagramsRead(t, s))
@@ -411,8 +411,7 @@ const lossDeadline = time.Second
 func lossFixture(t *testing.T, group netip.AddrPort, policy subscriber.LossPolicy) (*subscriber.Subscriber, *sink, *feed, *retransmit.Server) {
 	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 20})
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}})
-	s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), LossPolicy: policy,
-		NAK: nak.Config{Seed: 5, Retry: 10 * time.Millisecond, Deadline: lossDeadline}})
+	s, k := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), LossPolicy: policy, NAK: nak.Config{Seed: 5, Retry: 10 * time.Millisecond, Deadline: lossDeadline}}})
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
 	dgs := pub.packets(200, 5) // cached before sending: the cache holds 181..200 only
 	pub.send(dgs, func(i int) bool { return i == 10 }, datagramsRead(t, s))
@@ -481,10 +480,8 @@ func TestRepairGroupSuppression(t *testing.T) {
 	repairs := netip.MustParseAddrPort("239.7.3.8:31038")
 	cache := retransmit.NewCache(retransmit.CacheConfig{})
 	srv := server(t, retransmit.ServerConfig{Sources: []retransmit.Source{cache}, RepairGroup: repairs, AlwaysMulticast: true})
-	eager, ke := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), RepairGroup: repairs,
-		NAK: nak.Config{Generator: nak.FixedDelay(0), Retry: 2 * time.Second, Deadline: 20 * time.Second}})
-	patient, kp := subscribe(t, subscriber.Config{Group: group, Retransmitter: srv.Addr(), RepairGroup: repairs,
-		NAK: nak.Config{Generator: nak.FixedDelay(2 * time.Second), Retry: 2 * time.Second, Deadline: 20 * time.Second}})
+	eager, ke := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), RepairGroup: repairs, NAK: nak.Config{Generator: nak.FixedDelay(0), Retry: 2 * time.Second, Deadline: 20 * time.Second}}})
+	patient, kp := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), RepairGroup: repairs, NAK: nak.Config{Generator: nak.FixedDelay(2 * time.Second), Retry: 2 * time.Second, Deadline: 20 * time.Second}}})
 	pub := newFeed(t, group, "lo", lo4, sess1, cache)
 	both := func() func(int) {
 		we, wp := datagramsRead(t, eager), datagramsRead(t, patient)
@@ -573,8 +570,7 @@ func TestHeartbeatFarAhead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.7.3.9"), uint16(31040+i))
 			fake := newFakeRetransmitter(t)
-			s, k := subscribe(t, subscriber.Config{Group: group, Retransmitter: fake.conn.LocalAddr(), MaxGap: tc.maxGap,
-				NAK: nak.Config{Seed: 9, Retry: 10 * time.Second, Deadline: 20 * time.Second}})
+			s, k := subscribe(t, subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: fake.conn.LocalAddr(), NAK: nak.Config{Seed: 9, Retry: 10 * time.Second, Deadline: 20 * time.Second}}, Limits: subscriber.Limits{MaxGap: tc.maxGap}})
 			pub := newFeed(t, group, "lo", lo4, sess1, nil)
 			pub.send(pub.packets(1, 1), nil, datagramsRead(t, s))
 			require.NoError(t, pub.conn.WriteTo(wire.AppendHeartbeat(nil, sess1, tc.next), group))
@@ -644,8 +640,10 @@ func TestABFeeds(t *testing.T) {
 	}
 	s, k := subscribe(t, subscriber.Config{Group: ga, Secondary: gb, SecondarySource: netip.MustParseAddr("127.0.0.2"),
 		StartSeq: 1, // the first packet may be lost on one feed
-		NAK:      nak.Config{Deadline: 300 * time.Millisecond},
-		Wrap:     wrap(11, &rxA), WrapSecondary: wrap(12, &rxB)})
+		Recovery: subscriber.Recovery{
+			NAK: nak.Config{Deadline: 300 * time.Millisecond},
+		},
+		Wrap: wrap(11, &rxA), WrapSecondary: wrap(12, &rxB)})
 	pa := newFeed(t, ga, "lo", lo4, sess1, nil)
 	pb := newFeed(t, gb, "lo", netip.MustParseAddr("127.0.0.2"), sess1, nil)
 	const n = 5000
@@ -699,11 +697,13 @@ func TestABFeeds(t *testing.T) {
 func TestAllSocketsClose(t *testing.T) {
 	netlab.Require(t)
 	s, err := subscriber.New(subscriber.Config{
-		Group:         netip.MustParseAddrPort("239.7.3.30:31060"),
-		Secondary:     netip.MustParseAddrPort("239.7.3.31:31061"),
-		RepairGroup:   netip.MustParseAddrPort("239.7.3.32:31062"),
-		Retransmitter: netip.MustParseAddrPort("127.0.0.1:9"),
-		Logger:        quiet,
+		Group:     netip.MustParseAddrPort("239.7.3.30:31060"),
+		Secondary: netip.MustParseAddrPort("239.7.3.31:31061"),
+		Recovery: subscriber.Recovery{
+			RepairGroup:   netip.MustParseAddrPort("239.7.3.32:31062"),
+			Retransmitter: netip.MustParseAddrPort("127.0.0.1:9"),
+		},
+		Logger: quiet,
 	})
 	require.NoError(t, err)
 	require.True(t, s.RepairAddr().IsValid())

@@ -18,7 +18,7 @@ type DropReason uint8
 // NumDropReasons.
 const (
 	// DropTruncatedDatagram: the datagram was larger than the receive
-	// buffer (Config.DatagramSize) and the kernel cut it.
+	// buffer (Config.Receive.DatagramSize) and the kernel cut it.
 	DropTruncatedDatagram DropReason = iota
 	// DropWrongGroup: the datagram was addressed to another group (or to a
 	// unicast address) but reached the wildcard-bound socket.
@@ -53,13 +53,13 @@ const (
 	// DropMalformed: any other decoding error.
 	DropMalformed
 	// DropTooManyStreams: the packet would start a stream beyond
-	// Config.MaxStreams and no ended or superseded stream could be evicted.
+	// Config.Limits.MaxStreams and no ended or superseded stream could be evicted.
 	DropTooManyStreams
 	// DropSeqJump: the packet, heartbeat or end of session is more than
-	// Config.MaxGap messages ahead of the next expected sequence.
+	// Config.Limits.MaxGap messages ahead of the next expected sequence.
 	DropSeqJump
 	// DropReorderFull: the packet is ahead of the next expected sequence
-	// and its stream's reorder buffer already holds Config.ReorderPackets
+	// and its stream's reorder buffer already holds Config.Receive.ReorderPackets
 	// packets. Its messages are reported as a gap.
 	DropReorderFull
 	// DropDuplicate: every message of the packet was delivered already (or
@@ -75,10 +75,10 @@ const (
 	// DropStopped: a packet of a stream stopped by LossStop.
 	DropStopped
 	// DropUntrustedRepair: a datagram on the unicast repair socket from
-	// another address and port than Config.Retransmitter (or its Backups;
-	// with Config.RetransmitPort, than that port at the address of the
+	// another address and port than Config.Recovery.Retransmitter (or its Backups;
+	// with Config.Recovery.RetransmitPort, than that port at the address of the
 	// stream it names), or on the repair group from another address than
-	// Config.RepairSource. It is dropped before it is counted or used.
+	// Config.Recovery.RepairSource. It is dropped before it is counted or used.
 	DropUntrustedRepair
 	// NumDropReasons is the number of drop reasons (the length of
 	// Stats.Drops).
@@ -151,9 +151,9 @@ const (
 	// FeedSecondary is the A/B partner feed (Config.Secondary).
 	FeedSecondary
 	// FeedRepair is the unicast repair socket (answers from
-	// Config.Retransmitter).
+	// Config.Recovery.Retransmitter).
 	FeedRepair
-	// FeedRepairGroup is the multicast repair group (Config.RepairGroup).
+	// FeedRepairGroup is the multicast repair group (Config.Recovery.RepairGroup).
 	FeedRepairGroup
 	// NumFeeds is the number of feeds.
 	NumFeeds
@@ -198,7 +198,7 @@ type Stats struct {
 	// make room in a full reorder buffer.
 	ReorderOverflows uint64
 	// Resyncs counts the times a stream confirmed to be more than
-	// Config.MaxGap behind its publisher skipped ahead (each reported to
+	// Config.Limits.MaxGap behind its publisher skipped ahead (each reported to
 	// OnResync; the sequences skipped are not counted as lost messages);
 	// SuspectJumps counts the packets and heartbeats more than MaxGap
 	// ahead, confirmed or not (see the package doc's bounded-gap rule).
@@ -217,13 +217,13 @@ type Stats struct {
 	ReorderEvicted uint64
 	// Held is the packets in reorder buffers now (all streams); HeldMax
 	// is the most one stream has held at once (at most
-	// Config.ReorderPackets).
+	// Config.Receive.ReorderPackets).
 	Held, HeldMax int
 	// Streams is the streams known now; StreamsEnded counts ends of
 	// session reached; StreamsStopped counts streams stopped by LossStop;
 	// StreamsEvicted counts streams forgotten to make room (see
-	// Config.MaxStreams); StreamsExpired counts streams forgotten after
-	// Config.StreamIdleTimeout of silence; SessionChanges counts new
+	// Config.Limits.MaxStreams); StreamsExpired counts streams forgotten after
+	// Config.Limits.StreamIdleTimeout of silence; SessionChanges counts new
 	// sessions from a source that had another.
 	Streams                                                      int
 	StreamsEnded, StreamsStopped, StreamsEvicted, SessionChanges uint64
@@ -236,9 +236,9 @@ type Stats struct {
 	// messages they asked for (retries included). NAKErrors counts
 	// re-requests the repair socket failed to send.
 	NAKs, NAKMessages, NAKErrors uint64
-	// Asking is the retransmitter re-requests go to now (Config.Retransmitter
-	// or one of Config.Backups); Failovers counts the times the one asked
-	// was left for the next because it did not answer (Config.Failover).
+	// Asking is the retransmitter re-requests go to now (Config.Recovery.Retransmitter
+	// or one of Config.Recovery.Backups); Failovers counts the times the one asked
+	// was left for the next because it did not answer (Config.Recovery.Failover).
 	Asking    netip.AddrPort
 	Failovers uint64
 	// Suppressed is the missing messages that arrived before their first
@@ -284,7 +284,7 @@ type Stats struct {
 	// KernelDrops is the kernel's exact count of datagrams it dropped
 	// because the socket's receive buffer was full (SO_RXQ_OVFL).
 	KernelDrops uint64
-	// ReadBufferRequested is Config.ReadBuffer; ReadBufferGranted is what
+	// ReadBufferRequested is Config.Receive.ReadBuffer; ReadBufferGranted is what
 	// the kernel reports for SO_RCVBUF (it doubles the request for its own
 	// bookkeeping and caps it at 2 * net.core.rmem_max).
 	ReadBufferRequested, ReadBufferGranted int

@@ -23,7 +23,7 @@ import (
 const (
 	DefaultInterface  = "lo"
 	DefaultReadBuffer = 4 << 20
-	// MaxBusyPoll bounds Config.BusyPoll (Close waits for a spinning
+	// MaxBusyPoll bounds Config.Receive.BusyPoll (Close waits for a spinning
 	// reader to give up).
 	MaxBusyPoll = sock.MaxBusyPoll
 	// DefaultReorderWindow is how long a subscriber that has no way to
@@ -32,7 +32,7 @@ const (
 	DefaultReorderWindow = 20 * time.Millisecond
 	// UnicastNAKDelay is the wait before the first NAK of a gap when
 	// repairs come unicast and there is one feed (no RepairGroup, no
-	// Secondary) and Config.NAK sets no delay: room for a reordered
+	// Secondary) and Config.Recovery.NAK sets no delay: room for a reordered
 	// packet, as Aeron's unicast NAK delay, instead of nak's random
 	// 0-2 ms, which exists to let other receivers' repairs suppress a
 	// NAK.
@@ -59,8 +59,20 @@ var (
 	ErrConfig = errors.New("subscriber: invalid config")
 )
 
-// Config configures a Subscriber. The zero value of every field but Group
-// is its default.
+// Config configures a Subscriber. Group is required; every other field
+// is optional, grouped by what it decides: who repairs a stream
+// (Recovery), how the feed sockets are read and how much is held while
+// a gap is repaired (Receive), and how much a sender may make the
+// subscriber track (Limits).
+//
+// One rule for the values of every field, here and in the groups: the
+// zero value means the default (a Default constant, or the behaviour
+// the field's doc gives for it), so a Config that sets only Group is a
+// working subscriber. A negative count or duration means "none" (no
+// bound, never, hold nothing) for the fields whose doc says "negative:
+// none"; for every other field, where "none" has no meaning (a buffer
+// size, a batch, a wait that must end), a negative value is invalid and
+// New returns an error wrapping ErrConfig that names it.
 type Config struct {
 	// Group is the multicast group and port to join (required), IPv4 or
 	// IPv6.
@@ -71,85 +83,29 @@ type Config struct {
 	// datagrams from this address are received. Datagrams from any other
 	// source that still reach the socket are dropped (DropWrongSource).
 	Source netip.Addr
-	// ReadBuffer is the SO_RCVBUF request in bytes; default 4 MiB (the common net.core.rmem_max). The
-	// kernel doubles the request and caps it at twice net.core.rmem_max;
-	// New logs a warning when it was capped, and Stats reports what was
-	// granted.
-	ReadBuffer int
-	// BatchSize is the datagrams received per recvmmsg call; default 64.
-	BatchSize int
-	// DatagramSize is the receive buffer per datagram in bytes; default
-	// wire.MaxPayloadSize (65507). Larger datagrams are dropped
-	// (DropTruncatedDatagram).
-	DatagramSize int
-	// MaxStreams bounds the streams tracked at once; default 64.
-	// MaxStreamsPerSource bounds those of one source address; default 16,
-	// negative for no per-source bound. A packet that would start one
-	// stream too many makes room by forgetting the least recently active
-	// stream (of that source, when its bound is reached) that is done
-	// (ended, stopped, superseded or replaced), or else has delivered
-	// nothing yet (heartbeats only: forged, or a publisher not started),
-	// or else has been silent for a second (a crashed publisher; a live
-	// one heartbeats) (Stats.StreamsEvicted); when there is none it is
-	// dropped (DropTooManyStreams). A live stream that delivered messages
-	// is never forgotten for room.
-	MaxStreams          int
-	MaxStreamsPerSource int
-	// StreamIdleTimeout forgets a stream that received nothing for this
-	// long (Stats.StreamsExpired), checked whenever a stream starts;
-	// default 10 minutes, negative never. A live publisher heartbeats
-	// (every second by default), so only streams of publishers gone are
-	// forgotten.
-	StreamIdleTimeout time.Duration
-	// ReorderPackets bounds the out-of-order packets held per stream;
-	// default 131072, negative holds none. ReorderBytes bounds the bytes
-	// they take; default 32 MiB (22,000 full 1472-byte packets, 3,700
-	// jumbo ones), negative for no byte bound. The packet bound is sized
-	// to outlast the NAK deadline (1 s) at a feed's packet rate when its
-	// packets are small: at 80,000 packets/s of two or three ITCH
-	// messages, the 16,384 held before filled in 200 ms, and a subscriber
-	// that fell that far behind a repair under sustained loss (3
-	// subscribers at 5% loss on 2 cores) gave up gaps the retransmitter
-	// was still answering. Holding costs the packet's bytes plus 56 bytes
-	// of bookkeeping (at most 14 MiB at the bound, taken only as the
-	// buffer fills). When either bound is reached, a repair older than
-	// the newest held packet takes that one's slot (it is asked for
-	// again), and otherwise the stream gives up its oldest gap as a Loss
-	// (Stats.ReorderOverflows); with a Retransmitter, only once that gap
-	// has waited two NAK retry intervals (until then the newer packet is
-	// dropped and asked for again). Raise them where repairs may take
-	// longer than the buffer lasts at the feed's rate.
-	ReorderPackets int
-	ReorderBytes   int
-	// Timestamps asks the kernel for receive timestamps (SO_TIMESTAMPNS)
-	// on the feed sockets, for a Wrap that reads sock.Message.KernelTime
-	// (the benchmarks split wire time from receive-path time with it).
-	Timestamps bool
-	// BusyPoll makes the reader of each feed socket (Group, Secondary)
-	// spin on a non-blocking receive for up to this long before it
-	// parks: a packet that arrives meanwhile is read without waiting for
-	// the network poller and the OS scheduler to wake a thread, which is
-	// where the receive path's tail latency comes from on a busy host.
-	// It costs up to one CPU per feed socket while packets come closer
-	// together than BusyPoll. 0 (default) never spins; at most
-	// MaxBusyPoll. See "Busy polling" in the package documentation.
-	BusyPoll time.Duration
-	// DisableGRO turns off UDP_GRO on the feed sockets (Group,
-	// Secondary). By default they ask for it, so a GSO publisher's
-	// packets arrive up to 64 per read and cost the kernel's per-datagram
-	// receive work once; where the kernel refuses, they read plain. See
-	// "UDP GRO" in the package documentation.
-	DisableGRO bool
-	// MaxGap is how far ahead of the next expected sequence, in messages,
-	// a packet, heartbeat or end of session may be. Beyond it, it is a
-	// suspect: dropped (DropSeqJump) unless a second packet or heartbeat
-	// of the stream's own source confirms the jump, which makes the stream
-	// resync (OnResync). Default 1<<20.
-	MaxGap uint64
+	// Secondary, when valid, is a second feed group (A/B) carrying the same
+	// sessions as Group, joined on Interface. Streams are then keyed by
+	// session only (StreamID.Source is the zero AddrPort), and each
+	// sequence is delivered from whichever feed brings it first.
+	Secondary netip.AddrPort
+	// SecondarySource, when valid, makes the join of Secondary
+	// source-specific, as Source does for Group.
+	SecondarySource netip.Addr
 	// StartSeq is the first sequence expected of every stream. 0 joins
 	// live: the first packet seen starts the stream. A positive StartSeq
 	// makes earlier sequences stale and a later first packet a gap.
 	StartSeq wire.Seq
+
+	// Recovery says who repairs a stream's gaps, whom the subscriber
+	// trusts for repairs, and what follows a gap that is not repaired.
+	Recovery Recovery
+	// Receive tunes the receive path: socket buffers, batches, the
+	// reorder buffer, busy polling, GRO and kernel timestamps.
+	Receive Receive
+	// Limits bounds what a sender can make the subscriber track: streams
+	// at once, their idle lifetime, and how far a stream may jump.
+	Limits Limits
+
 	// OnMessage receives every message, in sequence order per stream,
 	// once per sequence. The Message's Data is valid only until it
 	// returns.
@@ -165,15 +121,40 @@ type Config struct {
 	// in order with deliveries: after the message before From and before
 	// the message at To. See "Recovery" in the package documentation.
 	OnLoss func(Loss)
-	// OnResync receives each confirmed jump of a stream beyond MaxGap:
-	// the range skipped, in order with deliveries. It is not a Loss: the
-	// range was never asked for, and its size comes off the wire.
+	// OnResync receives each confirmed jump of a stream beyond
+	// Limits.MaxGap: the range skipped, in order with deliveries. It is
+	// not a Loss: the range was never asked for, and its size comes off
+	// the wire.
 	OnResync func(Resync)
 	// OnError receives each failed read of a socket, on the goroutine
 	// reading it, without the subscriber's lock: it may call Stats and
 	// Err, not Close. The first error is also kept for Err.
 	OnError func(error)
 
+	// Wrap, when set, wraps the primary feed socket (tests insert the
+	// impairment layer here). The other sockets have their own hooks, so
+	// each can be impaired independently.
+	Wrap func(packetconn.PacketConn) packetconn.PacketConn
+	// WrapSecondary, when set, wraps the Secondary feed socket.
+	WrapSecondary func(packetconn.PacketConn) packetconn.PacketConn
+	// WrapRepair, when set, wraps the unicast repair socket (it carries
+	// the re-requests out and the unicast repairs in) and the
+	// Recovery.RepairGroup socket.
+	WrapRepair func(packetconn.PacketConn) packetconn.PacketConn
+	// Logger receives warnings and errors; default none (a discarding
+	// logger): a library does not write to the application's log unless
+	// asked to.
+	Logger *slog.Logger
+}
+
+// Recovery says who repairs a subscriber's streams: one Retransmitter
+// (with Backups), or each source's own retransmitter at RetransmitPort,
+// and a RepairGroup whose repairs every subscriber hears. It also says
+// whom repairs are trusted from (a repair from anyone else is dropped,
+// DropUntrustedRepair), when gaps are asked for and given up (NAK), and
+// what follows a loss (LossPolicy). The zero value asks nobody: gaps are
+// reported and, unless a Secondary feed fills them, declared lost.
+type Recovery struct {
 	// Retransmitter, when valid, is the unicast address re-requests (NAKs)
 	// go to: a retransmit.Server or a rewinder. They leave from the
 	// subscriber's own unicast repair socket, where the answers arrive;
@@ -181,8 +162,9 @@ type Config struct {
 	// (DropUntrustedRepair).
 	// Invalid: no NAKs are sent; gaps are still reported, and declared lost
 	// NAK.Deadline after they were found (when NAK.Deadline is zero and
-	// neither RepairGroup nor Secondary is set, nothing but reordering can
-	// fill a gap, so the deadline is DefaultReorderWindow instead).
+	// neither RepairGroup nor Config.Secondary is set, nothing but
+	// reordering can fill a gap, so the deadline is DefaultReorderWindow
+	// instead).
 	Retransmitter netip.AddrPort
 	// Backups are further retransmitters of the Retransmitter's address
 	// family (a second retransmit.Server, a rewinder of the journal),
@@ -199,13 +181,13 @@ type Config struct {
 	// --retransmit HOSTADDR:PORT"). An answer on the repair socket is
 	// then used only if it comes from that port at the address of the
 	// stream it repairs (DropUntrustedRepair otherwise). Not with
-	// Retransmitter (one or the other) nor with Secondary (A/B streams
-	// are keyed by session alone, so they have no one source). It
-	// trusts the feed's source addresses to say where to send: a sender
-	// spoofing another host's address makes every subscriber send its
-	// re-requests (20 bytes each, a few retries per gap) there. Use it
-	// where the network vouches for sources (a closed multicast domain,
-	// or Source for SSM); elsewhere give a Retransmitter.
+	// Retransmitter (one or the other) nor with Config.Secondary (A/B
+	// streams are keyed by session alone, so they have no one source).
+	// It trusts the feed's source addresses to say where to send: a
+	// sender spoofing another host's address makes every subscriber send
+	// its re-requests (20 bytes each, a few retries per gap) there. Use
+	// it where the network vouches for sources (a closed multicast
+	// domain, or Config.Source for SSM); elsewhere give a Retransmitter.
 	RetransmitPort uint16
 	// Failover is how long re-requests may go unanswered by the
 	// retransmitter asked before the next is asked (with Backups).
@@ -214,28 +196,21 @@ type Config struct {
 	// answer before the gap is given up.
 	Failover time.Duration
 	// RepairGroup, when valid, is a multicast group also joined on
-	// Interface; every packet from it is a repair.
+	// Config.Interface; every packet from it is a repair.
 	RepairGroup netip.AddrPort
 	// RepairSource is the only address whose datagrams on RepairGroup are
 	// accepted (any port: a retransmitter multicasts from a socket of its
 	// own); the others are dropped (DropUntrustedRepair). It is the
 	// source address the retransmitter's host picks for the repair group
-	// (its address on Interface's network), which need not be the
+	// (its address on Config.Interface's network), which need not be the
 	// Retransmitter address. Unset, every source is accepted, and each
 	// datagram so accepted is counted in Stats.UnverifiedRepairs: set it
 	// wherever anyone else can reach the repair group.
 	RepairSource netip.Addr
-	// Secondary, when valid, is a second feed group (A/B) carrying the same
-	// sessions as Group, joined on Interface. Streams are then keyed by
-	// session only (StreamID.Source is the zero AddrPort), and each
-	// sequence is delivered from whichever feed brings it first.
-	Secondary netip.AddrPort
-	// SecondarySource, when valid, makes the join of Secondary
-	// source-specific, as Source does for Group.
-	SecondarySource netip.Addr
 	// NAK tunes when missing messages are asked for again and when they
-	// are given up (package nak). The zero value takes nak's LAN defaults:
-	// before the first NAK, the group back-off with a RepairGroup
+	// are given up (package nak, whose Config follows the same rule for
+	// zero values). The zero value takes nak's LAN defaults: before the
+	// first NAK, the group back-off with a RepairGroup
 	// (nak.GroupBackoff), UnicastNAKDelay with unicast repairs and one
 	// feed, else a random delay in [0, 2 ms); retries after
 	// 10 ms doubling to 100 ms, lost after 1 s, at most 1024 messages per
@@ -246,21 +221,92 @@ type Config struct {
 	// LossPolicy says what follows a loss: LossContinue (default) skips
 	// the lost range and continues, LossStop stops delivering the stream.
 	LossPolicy LossPolicy
+}
 
-	// Wrap, when set, wraps the primary feed socket (tests insert the
-	// impairment layer here). The other sockets have their own hooks, so
-	// each can be impaired independently.
-	Wrap func(packetconn.PacketConn) packetconn.PacketConn
-	// WrapSecondary, when set, wraps the Secondary feed socket.
-	WrapSecondary func(packetconn.PacketConn) packetconn.PacketConn
-	// WrapRepair, when set, wraps the unicast repair socket (it carries
-	// the re-requests out and the unicast repairs in) and the RepairGroup
-	// socket.
-	WrapRepair func(packetconn.PacketConn) packetconn.PacketConn
-	// Logger receives warnings and errors; default none (a discarding
-	// logger): a library does not write to the application's log unless
-	// asked to.
-	Logger *slog.Logger
+// Receive tunes how a subscriber reads its feed sockets and how much it
+// holds while a gap is repaired. The zero value is the defaults.
+type Receive struct {
+	// ReadBuffer is the SO_RCVBUF request in bytes; default 4 MiB (the
+	// common net.core.rmem_max). The kernel doubles the request and caps
+	// it at twice net.core.rmem_max; New logs a warning when it was
+	// capped, and Stats reports what was granted.
+	ReadBuffer int
+	// BatchSize is the datagrams received per recvmmsg call; default 64.
+	BatchSize int
+	// DatagramSize is the receive buffer per datagram in bytes; default
+	// wire.MaxPayloadSize (65507). Larger datagrams are dropped
+	// (DropTruncatedDatagram).
+	DatagramSize int
+	// ReorderPackets bounds the out-of-order packets held per stream;
+	// default 131072, negative: none held. ReorderBytes bounds the bytes
+	// they take; default 32 MiB (22,000 full 1472-byte packets, 3,700
+	// jumbo ones), negative: no byte bound. The packet bound is sized to
+	// outlast the NAK deadline (1 s) at a feed's packet rate when its
+	// packets are small: at 80,000 packets/s of two or three ITCH
+	// messages, 16,384 held packets fill in 200 ms, and a subscriber
+	// that falls that far behind a repair under sustained loss (3
+	// subscribers at 5% loss on 2 cores) gives up gaps the retransmitter
+	// is still answering. Holding costs the packet's bytes plus 56 bytes
+	// of bookkeeping (at most 14 MiB at the bound, taken only as the
+	// buffer fills). When either bound is reached, a repair older than
+	// the newest held packet takes that one's slot (it is asked for
+	// again), and otherwise the stream gives up its oldest gap as a Loss
+	// (Stats.ReorderOverflows); with a Recovery.Retransmitter, only once
+	// that gap has waited two NAK retry intervals (until then the newer
+	// packet is dropped and asked for again). Raise them where repairs
+	// may take longer than the buffer lasts at the feed's rate.
+	ReorderPackets int
+	ReorderBytes   int
+	// BusyPoll makes the reader of each feed socket (Group, Secondary)
+	// spin on a non-blocking receive for up to this long before it
+	// parks: a packet that arrives meanwhile is read without waiting for
+	// the network poller and the OS scheduler to wake a thread, which is
+	// where the receive path's tail latency comes from on a busy host.
+	// It costs up to one CPU per feed socket while packets come closer
+	// together than BusyPoll. Default 0: never spins; at most
+	// MaxBusyPoll. See "Busy polling" in the package documentation.
+	BusyPoll time.Duration
+	// DisableGRO turns off UDP_GRO on the feed sockets (Group,
+	// Secondary). By default they ask for it, so a GSO publisher's
+	// packets arrive up to 64 per read and cost the kernel's per-datagram
+	// receive work once; where the kernel refuses, they read plain. See
+	// "UDP GRO" in the package documentation.
+	DisableGRO bool
+	// Timestamps asks the kernel for receive timestamps (SO_TIMESTAMPNS)
+	// on the feed sockets, for a Wrap that reads sock.Message.KernelTime
+	// (the benchmarks split wire time from receive-path time with it).
+	Timestamps bool
+}
+
+// Limits bounds what the senders on a subscriber's groups can make it
+// track, so that a forged or runaway sender costs bounded memory. The
+// zero value is the defaults.
+type Limits struct {
+	// MaxStreams bounds the streams tracked at once; default 64.
+	// MaxStreamsPerSource bounds those of one source address; default 16,
+	// negative: no per-source bound. A packet that would start one
+	// stream too many makes room by forgetting the least recently active
+	// stream (of that source, when its bound is reached) that is done
+	// (ended, stopped, superseded or replaced), or else has delivered
+	// nothing yet (heartbeats only: forged, or a publisher not started),
+	// or else has been silent for a second (a crashed publisher; a live
+	// one heartbeats) (Stats.StreamsEvicted); when there is none it is
+	// dropped (DropTooManyStreams). A live stream that delivered messages
+	// is never forgotten for room.
+	MaxStreams          int
+	MaxStreamsPerSource int
+	// StreamIdleTimeout forgets a stream that received nothing for this
+	// long (Stats.StreamsExpired), checked whenever a stream starts;
+	// default 10 minutes, negative: never. A live publisher heartbeats
+	// (every second by default), so only streams of publishers gone are
+	// forgotten.
+	StreamIdleTimeout time.Duration
+	// MaxGap is how far ahead of the next expected sequence, in messages,
+	// a packet, heartbeat or end of session may be; default 1<<20.
+	// Beyond it, it is a suspect: dropped (DropSeqJump) unless a second
+	// packet or heartbeat of the stream's own source confirms the jump,
+	// which makes the stream resync (Config.OnResync).
+	MaxGap uint64
 }
 
 // LossPolicy says what a subscriber does when a range of a stream is
@@ -331,74 +377,78 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SecondarySource, err = source("secondary source", c.SecondarySource, c.Secondary); err != nil {
 		return c, err
 	}
-	if c.RepairGroup.IsValid() {
-		c.RepairGroup = unmap(c.RepairGroup)
-		if err := group("repair group", c.RepairGroup); err != nil {
+	if c.Recovery.RepairGroup.IsValid() {
+		c.Recovery.RepairGroup = unmap(c.Recovery.RepairGroup)
+		if err := group("repair group", c.Recovery.RepairGroup); err != nil {
 			return c, err
 		}
-		if c.RepairGroup == c.Group || c.RepairGroup == c.Secondary {
-			return c, fmt.Errorf("%w: repair group %s is also a feed group", ErrConfig, c.RepairGroup)
+		if c.Recovery.RepairGroup == c.Group || c.Recovery.RepairGroup == c.Secondary {
+			return c, fmt.Errorf("%w: repair group %s is also a feed group", ErrConfig, c.Recovery.RepairGroup)
 		}
 	}
-	if c.Retransmitter.IsValid() {
-		c.Retransmitter = unmap(c.Retransmitter)
-		if a := c.Retransmitter.Addr(); a.IsMulticast() || a.IsUnspecified() || c.Retransmitter.Port() == 0 {
-			return c, fmt.Errorf("%w: retransmitter %s: want a unicast address and a port", ErrConfig, c.Retransmitter)
+	if c.Recovery.Retransmitter.IsValid() {
+		c.Recovery.Retransmitter = unmap(c.Recovery.Retransmitter)
+		if a := c.Recovery.Retransmitter.Addr(); a.IsMulticast() || a.IsUnspecified() || c.Recovery.Retransmitter.Port() == 0 {
+			return c, fmt.Errorf("%w: retransmitter %s: want a unicast address and a port", ErrConfig, c.Recovery.Retransmitter)
 		}
 	}
 	if err := c.backups(); err != nil {
 		return c, err
 	}
-	if c.RetransmitPort != 0 {
+	if c.Recovery.RetransmitPort != 0 {
 		switch {
-		case c.Retransmitter.IsValid():
+		case c.Recovery.Retransmitter.IsValid():
 			return c, fmt.Errorf("%w: both a Retransmitter and a RetransmitPort: give one (one retransmitter for all, or each source's own)", ErrConfig)
 		case c.Secondary.IsValid():
 			return c, fmt.Errorf("%w: RetransmitPort with a Secondary feed: A/B streams have no one source to ask; give a Retransmitter", ErrConfig)
 		}
 	}
-	if c.RepairSource.IsValid() {
-		if !c.RepairGroup.IsValid() {
-			return c, fmt.Errorf("%w: repair source %s without a repair group", ErrConfig, c.RepairSource)
+	if c.Recovery.RepairSource.IsValid() {
+		if !c.Recovery.RepairGroup.IsValid() {
+			return c, fmt.Errorf("%w: repair source %s without a repair group", ErrConfig, c.Recovery.RepairSource)
 		}
-		if c.RepairSource, err = source("repair source", c.RepairSource, c.RepairGroup); err != nil {
+		if c.Recovery.RepairSource, err = source("repair source", c.Recovery.RepairSource, c.Recovery.RepairGroup); err != nil {
 			return c, err
 		}
 	}
-	if c.BusyPoll < 0 || c.BusyPoll > MaxBusyPoll {
-		return c, fmt.Errorf("%w: busy poll %v: want 0 to %v", ErrConfig, c.BusyPoll, MaxBusyPoll)
+	if c.Receive.BusyPoll < 0 || c.Receive.BusyPoll > MaxBusyPoll {
+		return c, fmt.Errorf("%w: busy poll %v: want 0 to %v", ErrConfig, c.Receive.BusyPoll, MaxBusyPoll)
 	}
-	if c.LossPolicy > LossStop {
-		return c, fmt.Errorf("%w: loss policy %v", ErrConfig, c.LossPolicy)
+	if c.Recovery.LossPolicy > LossStop {
+		return c, fmt.Errorf("%w: loss policy %v", ErrConfig, c.Recovery.LossPolicy)
+	}
+	// The fields where "none" has no meaning: negative is invalid (see
+	// Config).
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"Receive.ReadBuffer", c.Receive.ReadBuffer},
+		{"Receive.BatchSize", c.Receive.BatchSize},
+		{"Receive.DatagramSize", c.Receive.DatagramSize},
+		{"Limits.MaxStreams", c.Limits.MaxStreams},
+	} {
+		if f.v < 0 {
+			return c, fmt.Errorf("%w: %s %d: want a positive value (0: the default)", ErrConfig, f.name, f.v)
+		}
 	}
 	if c.Interface == "" {
 		c.Interface = DefaultInterface
 	}
-	if c.ReadBuffer <= 0 {
-		c.ReadBuffer = DefaultReadBuffer
-	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.DatagramSize <= 0 {
-		c.DatagramSize = DefaultDatagramSize
-	}
-	c.DatagramSize = max(c.DatagramSize, wire.HeaderLen)
-	if c.MaxStreams <= 0 {
-		c.MaxStreams = DefaultMaxStreams
-	}
-	c.MaxStreamsPerSource = orNone(c.MaxStreamsPerSource, DefaultMaxStreamsPerSource)
+	c.Receive.ReadBuffer = cmp.Or(c.Receive.ReadBuffer, DefaultReadBuffer)
+	c.Receive.BatchSize = cmp.Or(c.Receive.BatchSize, DefaultBatchSize)
+	c.Receive.DatagramSize = max(cmp.Or(c.Receive.DatagramSize, DefaultDatagramSize), wire.HeaderLen)
+	c.Limits.MaxStreams = cmp.Or(c.Limits.MaxStreams, DefaultMaxStreams)
+	c.Limits.MaxStreamsPerSource = orNone(c.Limits.MaxStreamsPerSource, DefaultMaxStreamsPerSource)
 	switch {
-	case c.StreamIdleTimeout == 0:
-		c.StreamIdleTimeout = DefaultStreamIdleTimeout
-	case c.StreamIdleTimeout < 0:
-		c.StreamIdleTimeout = 0
+	case c.Limits.StreamIdleTimeout == 0:
+		c.Limits.StreamIdleTimeout = DefaultStreamIdleTimeout
+	case c.Limits.StreamIdleTimeout < 0:
+		c.Limits.StreamIdleTimeout = 0
 	}
-	c.ReorderPackets = orNone(c.ReorderPackets, DefaultReorderPackets)
-	c.ReorderBytes = orNone(c.ReorderBytes, DefaultReorderBytes)
-	if c.MaxGap == 0 {
-		c.MaxGap = DefaultMaxGap
-	}
+	c.Receive.ReorderPackets = orNone(c.Receive.ReorderPackets, DefaultReorderPackets)
+	c.Receive.ReorderBytes = orNone(c.Receive.ReorderBytes, DefaultReorderBytes)
+	c.Limits.MaxGap = cmp.Or(c.Limits.MaxGap, DefaultMaxGap)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -407,10 +457,12 @@ func (c Config) withDefaults() (Config, error) {
 
 // asks reports whether the subscriber sends re-requests: to a
 // Retransmitter, or to each source's RetransmitPort.
-func (c Config) asks() bool { return c.Retransmitter.IsValid() || c.RetransmitPort != 0 }
+func (c Config) asks() bool {
+	return c.Recovery.Retransmitter.IsValid() || c.Recovery.RetransmitPort != 0
+}
 
 func (c Config) core() coreConfig {
-	nc := c.NAK
+	nc := c.Recovery.NAK
 	if !c.asks() {
 		// Nobody to ask: the first "NAK" of every gap falls due at its
 		// deadline, where Poll declares it lost instead (nak checks the
@@ -419,13 +471,13 @@ func (c Config) core() coreConfig {
 		// reordering can, so the default deadline is the reorder window.
 		if nc.Deadline <= 0 {
 			nc.Deadline = nak.DefaultDeadline
-			if !c.RepairGroup.IsValid() && !c.Secondary.IsValid() {
+			if !c.Recovery.RepairGroup.IsValid() && !c.Secondary.IsValid() {
 				nc.Deadline = DefaultReorderWindow
 			}
 		}
 		nc.Generator = nak.FixedDelay(nc.Deadline)
 	}
-	if c.asks() && !c.RepairGroup.IsValid() && !c.Secondary.IsValid() && nc.Delay <= 0 && nc.Generator == nil {
+	if c.asks() && !c.Recovery.RepairGroup.IsValid() && !c.Secondary.IsValid() && nc.Delay <= 0 && nc.Generator == nil {
 		// Unicast repairs and one feed: no other receiver hears this
 		// one's requests or repairs and no partner feed can fill the
 		// gap, so a random wait suppresses nothing. Only reordering can
@@ -433,25 +485,25 @@ func (c Config) core() coreConfig {
 		nc.Generator = nak.FixedDelay(UnicastNAKDelay)
 	}
 	return coreConfig{
-		maxStreams: c.MaxStreams,
-		perSource:  c.MaxStreamsPerSource,
-		idle:       c.StreamIdleTimeout,
-		reorder:    c.ReorderPackets,
-		reorderB:   c.ReorderBytes,
-		maxGap:     c.MaxGap,
+		maxStreams: c.Limits.MaxStreams,
+		perSource:  c.Limits.MaxStreamsPerSource,
+		idle:       c.Limits.StreamIdleTimeout,
+		reorder:    c.Receive.ReorderPackets,
+		reorderB:   c.Receive.ReorderBytes,
+		maxGap:     c.Limits.MaxGap,
 		startSeq:   c.StartSeq,
 		ab:         c.Secondary.IsValid(),
 		nak:        nc,
 		// The group back-off needs a repair group: without one nobody
 		// hears another's confirm or repair, so waiting suppresses
 		// nothing and only delays the repair.
-		backoff:    c.asks() && c.RepairGroup.IsValid() && c.NAK.Delay <= 0 && c.NAK.Generator == nil,
+		backoff:    c.asks() && c.Recovery.RepairGroup.IsValid() && c.Recovery.NAK.Delay <= 0 && c.Recovery.NAK.Generator == nil,
 		payload:    defaultPayload(c.Group.Addr()),
 		sendNAKs:   c.asks(),
-		retrPort:   c.RetransmitPort,
+		retrPort:   c.Recovery.RetransmitPort,
 		asker:      c.asker(),
 		fullGrace:  2 * cmp.Or(nc.Retry, nak.DefaultRetry),
-		lossPolicy: c.LossPolicy,
+		lossPolicy: c.Recovery.LossPolicy,
 		onMessage:  c.OnMessage,
 		onGap:      c.OnGap,
 		onEnd:      c.OnEnd,
@@ -554,40 +606,40 @@ func open(cfg Config) (s *Subscriber, err error) {
 			s.closeConns()
 		}
 	}()
-	conn, granted, err := s.openGroup(ifi, cfg.Group, cfg.Source, cfg.BusyPoll, !cfg.DisableGRO, cfg.Wrap)
+	conn, granted, err := s.openGroup(ifi, cfg.Group, cfg.Source, cfg.Receive.BusyPoll, !cfg.Receive.DisableGRO, cfg.Wrap)
 	if err != nil {
 		return s, err
 	}
 	s.conn, s.granted = conn, granted
-	s.r = s.addReader(conn, cfg.BatchSize, cfg.Group.Addr(), cfg.Source, FeedPrimary)
+	s.r = s.addReader(conn, cfg.Receive.BatchSize, cfg.Group.Addr(), cfg.Source, FeedPrimary)
 	s.done = s.r.done
 	if cfg.Secondary.IsValid() {
-		conn, _, err := s.openGroup(ifi, cfg.Secondary, cfg.SecondarySource, cfg.BusyPoll, !cfg.DisableGRO, cfg.WrapSecondary)
+		conn, _, err := s.openGroup(ifi, cfg.Secondary, cfg.SecondarySource, cfg.Receive.BusyPoll, !cfg.Receive.DisableGRO, cfg.WrapSecondary)
 		if err != nil {
 			return s, err
 		}
-		s.addReader(conn, cfg.BatchSize, cfg.Secondary.Addr(), cfg.SecondarySource, FeedSecondary)
+		s.addReader(conn, cfg.Receive.BatchSize, cfg.Secondary.Addr(), cfg.SecondarySource, FeedSecondary)
 	}
-	if cfg.RepairGroup.IsValid() {
-		conn, _, err := s.openGroup(ifi, cfg.RepairGroup, netip.Addr{}, 0, false, cfg.WrapRepair)
+	if cfg.Recovery.RepairGroup.IsValid() {
+		conn, _, err := s.openGroup(ifi, cfg.Recovery.RepairGroup, netip.Addr{}, 0, false, cfg.WrapRepair)
 		if err != nil {
 			return s, err
 		}
-		r := s.addReader(conn, repairBatchSize, cfg.RepairGroup.Addr(), netip.Addr{}, FeedRepairGroup)
-		if cfg.RepairSource.IsValid() {
-			r.from = netip.AddrPortFrom(cfg.RepairSource, 0)
+		r := s.addReader(conn, repairBatchSize, cfg.Recovery.RepairGroup.Addr(), netip.Addr{}, FeedRepairGroup)
+		if cfg.Recovery.RepairSource.IsValid() {
+			r.from = netip.AddrPortFrom(cfg.Recovery.RepairSource, 0)
 		}
 	}
 	if cfg.asks() {
 		// Of the retransmitters' family: the Retransmitter's, or with
 		// RetransmitPort the sources', the feed's.
 		wild := netip.IPv4Unspecified()
-		if cfg.Retransmitter.Addr().Is6() || (cfg.RetransmitPort != 0 && cfg.Group.Addr().Is6()) {
+		if cfg.Recovery.Retransmitter.Addr().Is6() || (cfg.Recovery.RetransmitPort != 0 && cfg.Group.Addr().Is6()) {
 			wild = netip.IPv6Unspecified()
 		}
 		// No SO_REUSEPORT: the answers must reach this socket and no
 		// other (see "Recovery" in the package documentation).
-		conn, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(wild, 0), ReadBuffer: cfg.ReadBuffer})
+		conn, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(wild, 0), ReadBuffer: cfg.Receive.ReadBuffer})
 		if err != nil {
 			return s, fmt.Errorf("subscriber: repair socket: %w", err)
 		}
@@ -617,8 +669,8 @@ func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.A
 	conn, err := sock.Open(sock.Config{
 		Local:      netip.AddrPortFrom(wild, g.Port()),
 		ReusePort:  true,
-		ReadBuffer: cfg.ReadBuffer,
-		Timestamps: cfg.Timestamps,
+		ReadBuffer: cfg.Receive.ReadBuffer,
+		Timestamps: cfg.Receive.Timestamps,
 		BusyPoll:   spin,
 		GRO:        gro,
 	})
@@ -633,9 +685,9 @@ func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.A
 		cfg.Logger.Info("subscriber: the kernel refused UDP_GRO (Linux 5.0+); the feed socket reads plain", "group", g)
 	}
 	granted := conn.ReadBufferGranted
-	if granted < 2*cfg.ReadBuffer {
+	if granted < 2*cfg.Receive.ReadBuffer {
 		cfg.Logger.Warn("subscriber: the kernel capped the receive buffer; raise net.core.rmem_max to get the requested size",
-			"group", g, "requested", cfg.ReadBuffer, "granted", granted, "want_granted", 2*cfg.ReadBuffer)
+			"group", g, "requested", cfg.Receive.ReadBuffer, "granted", granted, "want_granted", 2*cfg.Receive.ReadBuffer)
 	}
 	var pc sock.PacketConn = conn
 	if wrap != nil {
@@ -648,7 +700,7 @@ func (s *Subscriber) openGroup(ifi *net.Interface, g netip.AddrPort, src netip.A
 func (s *Subscriber) addReader(conn sock.PacketConn, batch int, group, source netip.Addr, feed Feed) *reader {
 	r := &reader{
 		conn:   conn,
-		batch:  sock.NewBatch(batch, s.cfg.DatagramSize),
+		batch:  sock.NewBatch(batch, s.cfg.Receive.DatagramSize),
 		c:      s.c,
 		group:  group,
 		source: source,
@@ -778,7 +830,7 @@ func (s *Subscriber) Stats() Stats {
 	st.NAKErrors = s.nakErrors.Load()
 	st.ReadErrors = s.readErrors.Load()
 	st.ReadersStopped = s.readersStopped.Load()
-	st.ReadBufferRequested = s.cfg.ReadBuffer
+	st.ReadBufferRequested = s.cfg.Receive.ReadBuffer
 	st.ReadBufferGranted = s.granted
 	return st
 }
@@ -825,7 +877,7 @@ func (s *Subscriber) logSuspect(id StreamID, next, seq wire.Seq) {
 		return
 	}
 	s.cfg.Logger.Warn("subscriber: a packet jumped beyond the gap bound; dropped until its source confirms the jump (raise MaxGap, mdbus sub --max-gap, to accept such jumps)",
-		"stream", id, "expected", next, "got", seq, "ahead", uint64(seq-next), "max_gap", s.cfg.MaxGap,
+		"stream", id, "expected", next, "got", seq, "ahead", uint64(seq-next), "max_gap", s.cfg.Limits.MaxGap,
 		"suspects_not_logged", s.suspectQuiet)
 	s.suspectLogged, s.suspectQuiet = now, 0
 }

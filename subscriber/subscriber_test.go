@@ -195,7 +195,7 @@ func TestIPv4Lo(t *testing.T) {
 func TestBusyPoll(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("239.7.2.9:31019")
-	s, c := newSub(t, Config{Group: group, BusyPoll: 2 * time.Millisecond})
+	s, c := newSub(t, Config{Group: group, Receive: Receive{BusyPoll: 2 * time.Millisecond}})
 	pub := newTestPub(t, group, "lo", netip.MustParseAddr("127.0.0.1"), sessA)
 	const n = 2000
 	for _, dg := range pub.packets(n, 10) {
@@ -296,7 +296,7 @@ func TestTwoSessionsOneGroup(t *testing.T) {
 	// A's gap is held until its "repair" comes, however long a loaded host
 	// takes to get there: without a deadline it would be given up after
 	// DefaultReorderWindow (20 ms) of wall-clock time.
-	s, c := newSub(t, Config{Group: group, NAK: nak.Config{Deadline: time.Minute}})
+	s, c := newSub(t, Config{Group: group, Recovery: Recovery{NAK: nak.Config{Deadline: time.Minute}}})
 	pa := newTestPub(t, group, "lo", netip.MustParseAddr("127.0.0.1"), sessA)
 	pb := newTestPub(t, group, "lo", netip.MustParseAddr("127.0.0.1"), sessB)
 	w := waitDatagrams(t, s)
@@ -341,7 +341,7 @@ func TestReadBufferGranted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			logger := slog.New(slog.NewTextHandler(&logs, nil))
-			s, _ := newSub(t, Config{Group: netip.MustParseAddrPort("239.7.2.7:31016"), ReadBuffer: tc.request, Logger: logger})
+			s, _ := newSub(t, Config{Group: netip.MustParseAddrPort("239.7.2.7:31016"), Receive: Receive{ReadBuffer: tc.request}, Logger: logger})
 			st := s.Stats()
 			require.Equal(t, tc.request, st.ReadBufferRequested)
 			if tc.capped {
@@ -493,6 +493,34 @@ func TestWrapLoss(t *testing.T) {
 	c.check(t)
 }
 
+// TestConfigZeroAndNegative pins the rule stated on Config: zero is the
+// default, and negative is "none" for the fields that say so.
+func TestConfigZeroAndNegative(t *testing.T) {
+	g := netip.MustParseAddrPort("239.1.1.1:5000")
+	c, err := Config{Group: g}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, Receive{
+		ReadBuffer: DefaultReadBuffer, BatchSize: DefaultBatchSize, DatagramSize: DefaultDatagramSize,
+		ReorderPackets: DefaultReorderPackets, ReorderBytes: DefaultReorderBytes,
+	}, c.Receive)
+	require.Equal(t, Limits{
+		MaxStreams: DefaultMaxStreams, MaxStreamsPerSource: DefaultMaxStreamsPerSource,
+		StreamIdleTimeout: DefaultStreamIdleTimeout, MaxGap: DefaultMaxGap,
+	}, c.Limits)
+	require.Equal(t, DefaultInterface, c.Interface)
+	require.Equal(t, 5*nak.DefaultRetry, c.Recovery.Failover)
+
+	c, err = Config{Group: g,
+		Receive: Receive{ReorderPackets: -1, ReorderBytes: -1},
+		Limits:  Limits{MaxStreamsPerSource: -1, StreamIdleTimeout: -1},
+	}.withDefaults()
+	require.NoError(t, err)
+	require.Zero(t, c.Receive.ReorderPackets, "negative: none held")
+	require.Zero(t, c.Receive.ReorderBytes, "negative: no byte bound")
+	require.Zero(t, c.Limits.MaxStreamsPerSource, "negative: no per-source bound")
+	require.Zero(t, c.Limits.StreamIdleTimeout, "negative: never expires")
+}
+
 func TestConfigErrors(t *testing.T) {
 	g := netip.MustParseAddrPort("239.1.1.1:5000")
 	for _, tc := range []struct {
@@ -507,26 +535,30 @@ func TestConfigErrors(t *testing.T) {
 		{"secondary-is-group", Config{Group: g, Secondary: g}},
 		{"secondary-source-alone", Config{Group: g, SecondarySource: netip.MustParseAddr("127.0.0.1")}},
 		{"secondary-source-family", Config{Group: g, Secondary: netip.MustParseAddrPort("239.1.1.2:5000"), SecondarySource: netip.MustParseAddr("fd77::1")}},
-		{"repair-group-unicast", Config{Group: g, RepairGroup: netip.MustParseAddrPort("127.0.0.1:5002")}},
-		{"repair-group-is-group", Config{Group: g, RepairGroup: g}},
-		{"repair-group-is-secondary", Config{Group: g, Secondary: netip.MustParseAddrPort("239.1.1.2:5000"), RepairGroup: netip.MustParseAddrPort("239.1.1.2:5000")}},
-		{"retransmitter-multicast", Config{Group: g, Retransmitter: netip.MustParseAddrPort("239.1.1.3:5000")}},
-		{"retransmitter-unspecified", Config{Group: g, Retransmitter: netip.MustParseAddrPort("0.0.0.0:5000")}},
-		{"retransmitter-no-port", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:0")}},
-		{"backups-without-retransmitter", Config{Group: g, Backups: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:5000")}}},
-		{"backup-multicast", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("239.1.1.3:5000")}}},
-		{"backup-no-port", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.2:0")}}},
-		{"backup-invalid", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{{}}}},
-		{"backup-family", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("[::1]:5000")}}},
-		{"backup-is-retransmitter", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("[::ffff:127.0.0.1]:5000")}}},
-		{"backup-twice", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.2:5000"), netip.MustParseAddrPort("127.0.0.2:5000")}}},
-		{"backups-too-many", Config{Group: g, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: make([]netip.AddrPort, MaxBackups+1)}},
-		{"failover-negative", Config{Group: g, Failover: -time.Millisecond}},
-		{"retransmit-port-and-retransmitter", Config{Group: g, RetransmitPort: 5000, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000")}},
-		{"retransmit-port-ab", Config{Group: g, RetransmitPort: 5000, Secondary: netip.MustParseAddrPort("239.1.1.2:5000")}},
-		{"loss-policy", Config{Group: g, LossPolicy: 7}},
-		{"busy-poll-negative", Config{Group: g, BusyPoll: -time.Microsecond}},
-		{"busy-poll-too-long", Config{Group: g, BusyPoll: MaxBusyPoll + 1}},
+		{"repair-group-unicast", Config{Group: g, Recovery: Recovery{RepairGroup: netip.MustParseAddrPort("127.0.0.1:5002")}}},
+		{"repair-group-is-group", Config{Group: g, Recovery: Recovery{RepairGroup: g}}},
+		{"repair-group-is-secondary", Config{Group: g, Secondary: netip.MustParseAddrPort("239.1.1.2:5000"), Recovery: Recovery{RepairGroup: netip.MustParseAddrPort("239.1.1.2:5000")}}},
+		{"retransmitter-multicast", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("239.1.1.3:5000")}}},
+		{"retransmitter-unspecified", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("0.0.0.0:5000")}}},
+		{"retransmitter-no-port", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:0")}}},
+		{"backups-without-retransmitter", Config{Group: g, Recovery: Recovery{Backups: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:5000")}}}},
+		{"backup-multicast", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("239.1.1.3:5000")}}}},
+		{"backup-no-port", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.2:0")}}}},
+		{"backup-invalid", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{{}}}}},
+		{"backup-family", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("[::1]:5000")}}}},
+		{"backup-is-retransmitter", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("[::ffff:127.0.0.1]:5000")}}}},
+		{"backup-twice", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.2:5000"), netip.MustParseAddrPort("127.0.0.2:5000")}}}},
+		{"backups-too-many", Config{Group: g, Recovery: Recovery{Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000"), Backups: make([]netip.AddrPort, MaxBackups+1)}}},
+		{"failover-negative", Config{Group: g, Recovery: Recovery{Failover: -time.Millisecond}}},
+		{"retransmit-port-and-retransmitter", Config{Group: g, Recovery: Recovery{RetransmitPort: 5000, Retransmitter: netip.MustParseAddrPort("127.0.0.1:5000")}}},
+		{"retransmit-port-ab", Config{Group: g, Recovery: Recovery{RetransmitPort: 5000}, Secondary: netip.MustParseAddrPort("239.1.1.2:5000")}},
+		{"loss-policy", Config{Group: g, Recovery: Recovery{LossPolicy: 7}}},
+		{"busy-poll-negative", Config{Group: g, Receive: Receive{BusyPoll: -time.Microsecond}}},
+		{"busy-poll-too-long", Config{Group: g, Receive: Receive{BusyPoll: MaxBusyPoll + 1}}},
+		{"read-buffer-negative", Config{Group: g, Receive: Receive{ReadBuffer: -1}}},
+		{"batch-size-negative", Config{Group: g, Receive: Receive{BatchSize: -1}}},
+		{"datagram-size-negative", Config{Group: g, Receive: Receive{DatagramSize: -1}}},
+		{"max-streams-negative", Config{Group: g, Limits: Limits{MaxStreams: -1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)

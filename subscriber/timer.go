@@ -52,7 +52,7 @@ func (s *Subscriber) pollSend(now monotime.Time) (monotime.Time, bool) {
 	switched := false
 	s.reqTo = s.reqTo[:0]
 	switch {
-	case s.cfg.RetransmitPort != 0:
+	case s.cfg.Recovery.RetransmitPort != 0:
 		s.reqTo = append(s.reqTo, s.c.reqTo...)
 	case s.repair != nil:
 		from = s.c.ask.addrs[s.c.ask.cur]
@@ -85,7 +85,7 @@ func (s *Subscriber) logFailover(from, to netip.AddrPort) {
 		return
 	}
 	s.cfg.Logger.Warn("subscriber: retransmitter not answering; asking the next",
-		"silent", from, "for", s.cfg.Failover, "asking", to, "failovers_not_logged", s.failoverQuiet)
+		"silent", from, "for", s.cfg.Recovery.Failover, "asking", to, "failovers_not_logged", s.failoverQuiet)
 	s.failoverLogged, s.failoverQuiet = now, 0
 }
 

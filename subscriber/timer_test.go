@@ -44,7 +44,7 @@ func (f *sentNAKs) WriteBatch(b *sock.Batch, n int) (int, error) {
 // goroutine sleeps in between (the clock would not move otherwise).
 func TestTimerGoroutineOnVirtualTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := Config{Group: testGroup, Retransmitter: repairer, NAK: testNAK()}
+		cfg := Config{Group: testGroup, Recovery: Recovery{Retransmitter: repairer, NAK: testNAK()}}
 		h := newHarness(t, cfg)
 		cfg, err := cfg.withDefaults()
 		require.NoError(t, err)

@@ -72,8 +72,10 @@ gap. Example (in the lab, --netns, with a publisher and its retransmitter):
 		return usageErr("--name %q: a name, not a path (use --dir for the directory)", *name)
 	}
 	w, err := fanout.NewWriter(fanout.WriterConfig{
-		Feed: subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, DisableGRO: *noGRO, BusyPoll: *busy,
-			Retransmitter: retrAddr, Backups: backups, Logger: env.log},
+		Feed: subscriber.Config{Group: group, Interface: *gf.ifname, Source: source,
+			Recovery: subscriber.Recovery{Retransmitter: retrAddr, Backups: backups},
+			Receive:  subscriber.Receive{ReadBuffer: *rcvbuf, DisableGRO: *noGRO, BusyPoll: *busy},
+			Logger:   env.log},
 		Path:     fanout.Path(*dir, *name),
 		Capacity: *capMiB << 20,
 	})

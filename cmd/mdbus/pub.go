@@ -94,7 +94,7 @@ func parseAddrs(flagName, val string) ([]netip.AddrPort, error) {
 }
 
 // parseRetransmitters parses a list of retransmitters: the first is asked
-// first, the rest are its backups (subscriber.Config.Backups).
+// first, the rest are its backups (subscriber.Config.Recovery.Backups).
 func parseRetransmitters(flagName, val string) (first netip.AddrPort, backups []netip.AddrPort, err error) {
 	all, err := parseAddrs(flagName, val)
 	if len(all) == 0 || err != nil {

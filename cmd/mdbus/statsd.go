@@ -259,7 +259,8 @@ the relay's clock tick passes its end (--flush a multiple of the relay's
 		return err
 	}
 	defer ops.Close() // after c.Close below
-	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, Retransmitter: ra, Backups: backups, RetransmitPort: uint16(*retrPort), StartSeq: wire.Seq(*start)}
+	bus := subscriber.Config{Group: group, Interface: *gf.ifname, Source: source, StartSeq: wire.Seq(*start),
+		Recovery: subscriber.Recovery{Retransmitter: ra, Backups: backups, RetransmitPort: uint16(*retrPort)}}
 	if impaired {
 		bus.Wrap = impair.Receiver(icfg)
 	}

@@ -129,9 +129,14 @@ field by field), or with --stats only a stats line per interval. Ends at
 		lat = oneway.NewRecorder()
 	}
 	scfg := subscriber.Config{
-		Group: group, Interface: *gf.ifname, Source: source, StartSeq: rs.legacy, ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO,
-		Retransmitter: retrAddr, Backups: backups, RetransmitPort: uint16(*retrPort), Failover: *failover, RepairGroup: repairG, RepairSource: repairSource, Secondary: secondG, LossPolicy: policy,
-		Wrap: wrap, WrapSecondary: wrap2, Logger: env.log, MaxGap: *maxGap,
+		Group: group, Interface: *gf.ifname, Source: source, Secondary: secondG, StartSeq: rs.legacy,
+		Recovery: subscriber.Recovery{
+			Retransmitter: retrAddr, Backups: backups, RetransmitPort: uint16(*retrPort), Failover: *failover,
+			RepairGroup: repairG, RepairSource: repairSource, LossPolicy: policy,
+		},
+		Receive: subscriber.Receive{ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO},
+		Limits:  subscriber.Limits{MaxGap: *maxGap},
+		Wrap:    wrap, WrapSecondary: wrap2, Logger: env.log,
 		OnLoss: func(l subscriber.Loss) {
 			mu.Lock()
 			if *format == "json" { // every line of the output is one JSON object

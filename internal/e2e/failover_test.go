@@ -57,8 +57,8 @@ func TestAcceptanceRetransmitterFailover(t *testing.T) {
 	var lost atomic.Uint64
 	sub, err := subscriber.New(subscriber.Config{
 		Group: group, Interface: netlab.VethB, StartSeq: 1,
-		Retransmitter: primary.Addr(), Backups: []netip.AddrPort{backup}, Failover: failover, NAK: nc,
-		ReadBuffer: 32 << 20, ReorderPackets: 1 << 15,
+		Recovery:  subscriber.Recovery{Retransmitter: primary.Addr(), Backups: []netip.AddrPort{backup}, Failover: failover, NAK: nc},
+		Receive:   subscriber.Receive{ReadBuffer: 32 << 20, ReorderPackets: 1 << 15},
 		Wrap:      impair.Receiver(impair.Config{Loss: 0.03, Seed: 7}),
 		OnMessage: c.onMessage,
 		OnLoss:    func(l subscriber.Loss) { lost.Add(uint64(l.To - l.From)) },
@@ -126,8 +126,7 @@ func TestAcceptanceEachSourcesRetransmitter(t *testing.T) {
 	in(t, hosts[2], func() {
 		var err error
 		sub, err = subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
-			RetransmitPort: port, ReadBuffer: 32 << 20, ReorderPackets: 1 << 14,
-			NAK:       nak.Config{Deadline: 10 * time.Second},
+			Recovery: subscriber.Recovery{RetransmitPort: port, NAK: nak.Config{Deadline: 10 * time.Second}}, Receive: subscriber.Receive{ReadBuffer: 32 << 20, ReorderPackets: 1 << 14},
 			Wrap:      impair.Receiver(impair.Config{Loss: 0.03, Seed: 11}),
 			OnMessage: c.onMessage})
 		require.NoError(t, err)

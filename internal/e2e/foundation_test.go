@@ -58,7 +58,7 @@ func runFanout(t *testing.T, f fanout) {
 		c := newChecker(ifname+"#"+string(rune('0'+i)), f.messages)
 		checkers[i] = c
 		s, err := subscriber.New(subscriber.Config{
-			Group: f.group, Interface: ifname, StartSeq: 1, ReadBuffer: fanoutReadBuffer,
+			Group: f.group, Interface: ifname, StartSeq: 1, Receive: subscriber.Receive{ReadBuffer: fanoutReadBuffer},
 			OnMessage: c.onMessage,
 		})
 		require.NoError(t, err)

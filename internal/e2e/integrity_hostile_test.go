@@ -112,7 +112,7 @@ func TestAcceptanceHostileSender(t *testing.T) {
 	var forgedSeen atomic.Uint64
 	c := newChecker("sub", n)
 	s, err := subscriber.New(subscriber.Config{
-		Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReorderPackets: 8192,
+		Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: b.srv.Addr()}, Receive: subscriber.Receive{ReorderPackets: 8192},
 		Wrap: impair.Receiver(impair.Config{Loss: 0.05, Seed: 9}),
 		OnMessage: func(m subscriber.Message) {
 			if bytes.HasPrefix(m.Data, forgedMark) {

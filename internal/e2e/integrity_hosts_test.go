@@ -74,8 +74,7 @@ func TestAcceptanceSeveralHosts(t *testing.T) {
 				c := newChecker(h.Name, n)
 				in(t, h, func() {
 					s, err := subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
-						Retransmitter: rw.Addr(), ReorderPackets: 16384,
-						NAK:       nak.Config{Deadline: 10 * time.Second, Seed: uint64(1 + i)},
+						Recovery: subscriber.Recovery{Retransmitter: rw.Addr(), NAK: nak.Config{Deadline: 10 * time.Second, Seed: uint64(1 + i)}}, Receive: subscriber.Receive{ReorderPackets: 16384},
 						OnMessage: c.onMessage})
 					require.NoError(t, err)
 					subs = append(subs, s)
@@ -160,8 +159,7 @@ func TestAcceptanceSeveralHostsRestart(t *testing.T) {
 		j := newByteJudge()
 		in(t, h, func() {
 			s, err := subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
-				Retransmitter: rw, ReorderPackets: 8192,
-				NAK:       nak.Config{Deadline: 10 * time.Second},
+				Recovery: subscriber.Recovery{Retransmitter: rw, NAK: nak.Config{Deadline: 10 * time.Second}}, Receive: subscriber.Receive{ReorderPackets: 8192},
 				Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Seed: 13, Stream: uint64(i), Drop: drops[i]}),
 				OnMessage: j.onMessage})
 			require.NoError(t, err)

@@ -29,11 +29,17 @@ func TestAcceptanceKernelDrops(t *testing.T) {
 	stallAt := map[int]bool{n / 5: true, n / 2: true, 4 * n / 5: true}
 	seen := 0
 	s, err := subscriber.New(subscriber.Config{
-		Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReorderPackets: 1 << 16,
-		ReadBuffer: 32 << 10, // the kernel doubles it: 64 KiB, a few dozen datagrams
-		// The repair socket has the same small buffer: answers of 64
-		// messages fit in it, the default 1024 would overflow it too.
-		NAK: nak.Config{Deadline: 10 * time.Second, MaxRequest: 64},
+		Group: group, StartSeq: 1,
+		Recovery: subscriber.Recovery{
+			Retransmitter: b.srv.Addr(),
+			// The repair socket has the same small buffer: answers of 64
+			// messages fit in it, the default 1024 would overflow it too.
+			NAK: nak.Config{Deadline: 10 * time.Second, MaxRequest: 64},
+		},
+		Receive: subscriber.Receive{
+			ReorderPackets: 1 << 16,
+			ReadBuffer:     32 << 10, // the kernel doubles it: 64 KiB, a few dozen datagrams
+		},
 		OnMessage: func(m subscriber.Message) {
 			seen++
 			if stallAt[seen] {

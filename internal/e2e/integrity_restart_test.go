@@ -159,7 +159,7 @@ func TestAcceptanceRestartSameSession(t *testing.T) {
 			feed := netip.AddrPortFrom(netip.MustParseAddr("239.192.92.1"), uint16(32921+i))
 			rw := miniRewinder(t, feed)
 			j := newByteJudge()
-			s, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Retransmitter: rw, ReorderPackets: 8192,
+			s, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: rw}, Receive: subscriber.Receive{ReorderPackets: 8192},
 				Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Seed: 12}),
 				OnMessage: j.onMessage})
 			require.NoError(t, err)

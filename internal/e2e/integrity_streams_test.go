@@ -67,7 +67,7 @@ func TestRewinderOutlivesRestartsAndForgeries(t *testing.T) {
 
 	n := scale(20_000, 5_000)
 	c := newChecker("sub", n)
-	s, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Retransmitter: rw.Addr(), ReorderPackets: 8192,
+	s, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: rw.Addr()}, Receive: subscriber.Receive{ReorderPackets: 8192},
 		Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Seed: 4}),
 		OnMessage: c.onMessage})
 	require.NoError(t, err)

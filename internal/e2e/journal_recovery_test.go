@@ -66,7 +66,7 @@ func TestAcceptanceJournalRecoveryDepth(t *testing.T) {
 	// before the next packet: all of it but the newest is older than the
 	// cache.
 	c := newChecker("late", -1)
-	sub, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Retransmitter: rw.Addr(), OnMessage: c.onMessage})
+	sub, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: rw.Addr()}, OnMessage: c.onMessage})
 	require.NoError(t, err)
 	defer sub.Close()
 	_, err = pub.Publish([]byte("last"))

@@ -81,7 +81,7 @@ func TestAcceptanceLinkCut(t *testing.T) {
 	)
 	cutChk, cleanChk := newChecker("cut", n), newChecker("clean", n)
 	newSub := func(c *checker, wrap func(packetconn.PacketConn) packetconn.PacketConn, onSeq func(wire.Seq)) *subscriber.Subscriber {
-		s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Retransmitter: srv.Addr(), RepairGroup: repair,
+		s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: srv.Addr(), RepairGroup: repair},
 			Wrap: wrap, OnMessage: func(m subscriber.Message) {
 				c.onMessage(m)
 				if onSeq != nil {

@@ -72,7 +72,7 @@ func BenchmarkOpsReceive(b *testing.B) {
 		b.Run(m.name, func(b *testing.B) {
 			group := netip.AddrPortFrom(netip.MustParseAddr("239.10.9.2"), uint16(32300+i))
 			var got atomic.Int64
-			s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, ReadBuffer: 32 << 20,
+			s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Receive: subscriber.Receive{ReadBuffer: 32 << 20},
 				OnMessage: func(subscriber.Message) { got.Add(1) }})
 			require.NoError(b, err)
 			defer s.Close()

@@ -167,9 +167,8 @@ func TestAcceptanceRecoveryIndependentLoss(t *testing.T) {
 		c := newChecker(fmt.Sprintf("sub%d", i+1), n)
 		nc.Seed = uint64(100 + i)
 		s, err := subscriber.New(subscriber.Config{
-			Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReadBuffer: fanoutReadBuffer,
-			ReorderPackets: 32768, ReorderBytes: 64 << 20,
-			NAK:       nc,
+			Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: b.srv.Addr(), NAK: nc}, Receive: subscriber.Receive{ReadBuffer: fanoutReadBuffer, ReorderPackets: 32768, ReorderBytes: 64 << 20},
+
 			Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Reorder: 0.01, Duplicate: 0.01, Seed: 7, Stream: uint64(i)}),
 			OnMessage: c.onMessage,
 			OnLoss:    func(l subscriber.Loss) { lost.Store(c.name, l) },
@@ -222,9 +221,9 @@ func TestAcceptanceNAKSuppression(t *testing.T) {
 		var subs []*subscriber.Subscriber
 		for i := range 8 {
 			c := newChecker(fmt.Sprintf("sub%d", i+1), n)
-			cfg := subscriber.Config{Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), RepairGroup: repair,
-				NAK: ncfg, OnMessage: c.onMessage}
-			cfg.NAK.Seed = uint64(1000*port) + uint64(i) + 1
+			cfg := subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: b.srv.Addr(), RepairGroup: repair, NAK: ncfg},
+				OnMessage: c.onMessage}
+			cfg.Recovery.NAK.Seed = uint64(1000*port) + uint64(i) + 1
 			s, err := subscriber.New(cfg)
 			require.NoError(t, err)
 			t.Cleanup(func() { s.Close() })
@@ -280,7 +279,7 @@ func TestAcceptanceTailLoss(t *testing.T) {
 	var cs []*checker
 	for i := range 3 {
 		c := newChecker(fmt.Sprintf("sub%d", i+1), n)
-		s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), OnMessage: c.onMessage})
+		s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: b.srv.Addr()}, OnMessage: c.onMessage})
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
 		cs = append(cs, c)
@@ -309,8 +308,7 @@ func TestAcceptanceGapOlderThanCache(t *testing.T) {
 	var mu sync.Mutex
 	var losses []subscriber.Loss
 	var lossAt time.Time
-	s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Retransmitter: b.srv.Addr(), ReorderPackets: 8192,
-		NAK:       nak.Config{Delay: 50 * time.Millisecond, Deadline: deadline, Seed: 1},
+	s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: b.srv.Addr(), NAK: nak.Config{Delay: 50 * time.Millisecond, Deadline: deadline, Seed: 1}}, Receive: subscriber.Receive{ReorderPackets: 8192},
 		Wrap:      impair.Receiver(impair.Config{Drop: impair.DropRange(50, 53)}),
 		OnMessage: c.onMessage,
 		OnLoss: func(l subscriber.Loss) {
@@ -381,11 +379,13 @@ func TestAcceptanceABArbitration(t *testing.T) {
 	var mu sync.Mutex
 	var lostSeqs []wire.Seq
 	var delivered []wire.Seq
-	s, err := subscriber.New(subscriber.Config{Group: a, Secondary: bGroup, StartSeq: 1, ReorderPackets: 8192,
-		// Long enough for the slower feed's copy to arrive when the
-		// machine is busy (-race, other packages' tests): a gap is
-		// declared lost only when neither feed can fill it any more.
-		NAK:           nak.Config{Deadline: time.Second},
+	s, err := subscriber.New(subscriber.Config{Group: a, Secondary: bGroup, StartSeq: 1, Receive: subscriber.Receive{ReorderPackets: 8192},
+		Recovery: subscriber.Recovery{
+			// Long enough for the slower feed's copy to arrive when the
+			// machine is busy (-race, other packages' tests): a gap is
+			// declared lost only when neither feed can fill it any more.
+			NAK: nak.Config{Deadline: time.Second},
+		},
 		Wrap:          impair.Receiver(impair.Config{Drop: lossPattern(saltA)}),
 		WrapSecondary: impair.Receiver(impair.Config{Drop: lossPattern(saltB)}),
 		OnMessage: func(m subscriber.Message) {

@@ -51,7 +51,7 @@ func TestChildConsumer(t *testing.T) {
 	ended := make(chan struct{})
 	var rec []byte
 	c, err := resume.New(resume.Config{
-		Feed:       subscriber.Config{Group: netip.MustParseAddrPort(f[0]), Retransmitter: netip.MustParseAddrPort(f[1]), ReorderPackets: 8192},
+		Feed:       subscriber.Config{Group: netip.MustParseAddrPort(f[0]), Recovery: subscriber.Recovery{Retransmitter: netip.MustParseAddrPort(f[1])}, Receive: subscriber.Receive{ReorderPackets: 8192}},
 		Checkpoint: cp,
 		Start:      resume.Start{Kind: resume.StartSession},
 		OnMessage: func(m subscriber.Message) {

@@ -68,10 +68,12 @@ func TestAcceptancePublisherCrash(t *testing.T) {
 	var subs []*subscriber.Subscriber
 	for i := range 3 {
 		c := newChecker("sub"+strconv.Itoa(i+1), -1)
-		s, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Retransmitter: rw.Addr(), RepairGroup: repair,
-			ReorderPackets: 8192,
-			Wrap:           impair.Receiver(impair.Config{Loss: 0.05, Seed: 21, Stream: uint64(i)}),
-			OnMessage:      c.onMessage})
+		s, err := subscriber.New(subscriber.Config{Group: feed, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: rw.Addr(), RepairGroup: repair},
+			Receive: subscriber.Receive{
+				ReorderPackets: 8192,
+			},
+			Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Seed: 21, Stream: uint64(i)}),
+			OnMessage: c.onMessage})
 		require.NoError(t, err)
 		defer s.Close()
 		cs, subs = append(cs, c), append(subs, s)

@@ -61,7 +61,7 @@ func tailRun(t *testing.T, run, n int, rate float64, grace time.Duration) (lost 
 	var losses []string
 	var pubClosing, srvGone time.Time
 	sub, err := subscriber.New(subscriber.Config{
-		Group: group, Interface: netlab.VethB, StartSeq: 1, Retransmitter: srv.Addr(),
+		Group: group, Interface: netlab.VethB, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: srv.Addr()},
 		Wrap:      impair.Receiver(impair.Config{Loss: 0.03, Seed: uint64(1000 + run)}),
 		OnMessage: c.onMessage,
 		OnLoss: func(l subscriber.Loss) {

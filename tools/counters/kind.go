@@ -39,7 +39,7 @@ const (
 	SubHeld        Kind = 32 // gauge: packets in reorder buffers
 	SubStreams     Kind = 33 // gauge
 	SubHeartbeats  Kind = 34
-	SubFailovers   Kind = 35 // retransmitters left for the next (subscriber.Config.Backups)
+	SubFailovers   Kind = 35 // retransmitters left for the next (subscriber.Config.Recovery.Backups)
 	SubLatencyP99  Kind = 36 // gauge, µs: one-way latency p99 of stamped messages over the role's last interval (AttachLatency)
 
 	// Subscriber, per stream (owner "NAME/SESSION@SOURCE").

@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			OnLoss: func(l subscriber.Loss) { chk.Skip(l.Stream, uint64(l.From), uint64(l.To-l.From)) },
 		}
 		if rw != nil {
-			scfg.Retransmitter, scfg.RepairGroup = rw.Addr(), repair
+			scfg.Recovery.Retransmitter, scfg.Recovery.RepairGroup = rw.Addr(), repair
 		}
 		s, err := subscriber.New(scfg)
 		if err != nil {

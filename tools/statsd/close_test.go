@@ -26,7 +26,7 @@ func TestCloseTwice(t *testing.T) {
 	cl, err := NewClient(ClientConfig{Bus: publisher.Config{Group: group, Grace: time.Millisecond},
 		Retransmit: loop, TickInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
-	col, err := NewCollector(CollectorConfig{Bus: subscriber.Config{Group: group, Retransmitter: cl.RetransmitAddr()},
+	col, err := NewCollector(CollectorConfig{Bus: subscriber.Config{Group: group, Recovery: subscriber.Recovery{Retransmitter: cl.RetransmitAddr()}},
 		FlushInterval: oneInterval, Backends: []Backend{newRecorder()}})
 	require.NoError(t, err)
 	require.NoError(t, cl.Close())

@@ -154,8 +154,7 @@ func newPipeline(t *testing.T, o pipeOpts) *pipeline {
 	}
 	for i := range max(o.collectors, 1) {
 		rec := newRecorder()
-		bus := subscriber.Config{Group: group, StartSeq: 1, Retransmitter: relay.RetransmitAddr(), ReadBuffer: 32 << 20,
-			NAK: nak.Config{Seed: uint64(i + 1), Deadline: 5 * time.Second}}
+		bus := subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: relay.RetransmitAddr(), NAK: nak.Config{Seed: uint64(i + 1), Deadline: 5 * time.Second}}, Receive: subscriber.Receive{ReadBuffer: 32 << 20}}
 		if o.loss > 0 {
 			bus.Wrap = impair.Receiver(impair.Config{Loss: o.loss, Seed: 42, Stream: uint64(i), OnlyData: true,
 				OnWrap: func(c *impair.Conn) { p.imps = append(p.imps, c) }})

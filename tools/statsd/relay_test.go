@@ -106,7 +106,7 @@ func TestClient(t *testing.T) {
 		TickInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
 	rec := newRecorder()
-	col, err := NewCollector(CollectorConfig{Bus: subscriber.Config{Group: group, StartSeq: 1, Retransmitter: cl.RetransmitAddr()},
+	col, err := NewCollector(CollectorConfig{Bus: subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: cl.RetransmitAddr()}},
 		FlushInterval: oneInterval, Backends: []Backend{rec}})
 	require.NoError(t, err)
 	for i := range 1000 {

@@ -244,7 +244,7 @@ func newMdSub(port int, gro bool) *mdSub {
 	var err error
 	s.sub, err = subscriber.New(subscriber.Config{
 		Group: netip.AddrPortFrom(netip.AddrFrom4(group), uint16(port)), Interface: "lo",
-		ReadBuffer: 64 << 20, StartSeq: 1, DisableGRO: !gro,
+		StartSeq: 1, Receive: subscriber.Receive{ReadBuffer: 64 << 20, DisableGRO: !gro},
 		OnMessage: func(subscriber.Message) { s.delivered.Add(1) },
 		OnLoss:    func(l subscriber.Loss) { s.lost.Add(uint64(l.To - l.From)) },
 	})
