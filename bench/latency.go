@@ -76,6 +76,9 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if c.Mode != OneWay && c.Mode != RoundTrip && c.Mode != PingPong {
 		return LatencyRun{}, fmt.Errorf("%w: latency mode %q: want %s, %s or %s", ErrConfig, c.Mode, OneWay, RoundTrip, PingPong)
 	}
+	if c.System == RawGSO && c.Mode != OneWay {
+		return LatencyRun{}, fmt.Errorf("%w: raw-gso has no ponger: it runs one-way latency only", ErrConfig)
+	}
 	if b.s.Progress != nil {
 		what := fmt.Sprintf("%s %s %sB %s/s", c.System, c.Mode, c.Sizes, rateName(c.Rate))
 		if c.Mode == PingPong {

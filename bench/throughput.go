@@ -49,7 +49,7 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 	switch {
 	case b.closed || b.finished:
 		return ErrClosed
-	case sys != Mdbus && sys != Raw:
+	case sys != Mdbus && sys != Raw && sys != RawGSO:
 		return bad("unknown system %q", sys)
 	case rate < 0 || rate > MaxRate || rate != rate:
 		return bad("rate %g is outside 0..%g messages/s", rate, MaxRate)
@@ -72,8 +72,8 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 			return bad("messages of %d bytes do not fit a %d-byte payload (at most %d)", sz.Max, payload, lim)
 		}
 	}
-	if loss > 0 && sys == Raw {
-		return bad("raw UDP has no recovery: loss applies to mdbus runs only")
+	if loss > 0 && sys != Mdbus {
+		return bad("%s has no recovery: loss applies to mdbus runs only", sys)
 	}
 	return nil
 }
@@ -96,8 +96,11 @@ func (b *Bench) sendParams(p sendParams) sendParams {
 
 // newSender opens the sending side of a run from complete parameters.
 func newSender(sys System, p sendParams) (sender, error) {
-	if sys == Raw {
+	switch sys {
+	case Raw:
 		return newRawSender(p)
+	case RawGSO:
+		return newRawGSOSender(p)
 	}
 	return newMdbusSender(p)
 }
@@ -190,7 +193,7 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 		System: c.System, Size: c.Sizes.String(), Rate: c.Rate, Subscribers: c.Subscribers,
 		Processes: c.Processes, Loss: c.Loss,
 	}
-	if c.System == Mdbus && c.PayloadSize != b.s.PayloadSize {
+	if c.System != Raw && c.PayloadSize != b.s.PayloadSize {
 		run.PayloadSize = c.PayloadSize
 		run.Name += fmt.Sprintf(" %dB packets", c.PayloadSize)
 	}
@@ -258,6 +261,9 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	run.Sent = Counts{Messages: sr.sent, Bytes: sr.bytes, Packets: snd.packets(), Seconds: float64(sr.end-sr.start) / 1e9}
 	if m, ok := snd.(*mdbusSender); ok {
 		run.GSOPackets = m.pub.Stats().GSOPackets
+	}
+	if g, ok := snd.(*rawGSOSender); ok {
+		run.GSOPackets = g.gsoPackets()
 	}
 	run.Sent.rates()
 	run.Complete = sr.sent > 0

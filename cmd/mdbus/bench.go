@@ -92,7 +92,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	group := fs.String("group", bench.DefaultGroup.String(), "first multicast group:port (each run takes the next port)")
 	sizes := fs.String("size", "64", "message sizes, comma-separated: N bytes, MIN-MAX (uniform), itch (real NASDAQ ITCH 5.0 messages) or synth")
 	rates := fs.String("rate", "", "offered rates in messages/s, comma-separated (10k, 4M; max = as fast as possible); default: max for throughput, 10k for latency")
-	systems := fs.String("systems", "mdbus,raw", "systems to run: mdbus, raw, or both")
+	systems := fs.String("systems", "mdbus,raw", "systems to run, comma-separated: mdbus, raw, raw-gso (mdbus's packets in GSO trains with no protocol: the floor; throughput, capacity and one-way latency)")
 	latMode := fs.String("mode", "both", "latency: rtt (paced round trip over two groups), oneway, pingpong (closed loop, one in flight, ponger in its own process), or both (rtt,oneway); comma-separated")
 	subs := countFlag(fs, "subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
 	procs := fs.Bool("procs", false, "run each subscriber in its own process (this binary re-executed)")
@@ -195,8 +195,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			sys = append(sys, bench.Mdbus)
 		case "raw":
 			sys = append(sys, bench.Raw)
+		case "raw-gso":
+			sys = append(sys, bench.RawGSO)
 		default:
-			return usageErr("--systems %q: want mdbus, raw or mdbus,raw", *systems)
+			return usageErr("--systems %q: want mdbus, raw, raw-gso or a comma-separated list like mdbus,raw", *systems)
 		}
 	}
 	if mode == "raw" {
