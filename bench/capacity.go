@@ -338,6 +338,7 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 		res.PayloadSize = c.PayloadSize
 		res.Name = fmt.Sprintf("raw-gso %sB in %dB packets 1->%d %s", c.Sizes, c.PayloadSize, c.Subscribers, where)
 	}
+	res.Name += pathName(b.s.Path)
 	t0 := Now()
 	tc := ThroughputCase{
 		System: c.System, Sizes: c.Sizes, PayloadSize: c.PayloadSize, Subscribers: c.Subscribers,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -81,7 +82,21 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 // newSender opens the sending side of a run with the Bench's settings; a
 // positive p.payloadSize overrides the configured one.
 func (b *Bench) newSender(sys System, p sendParams) (sender, error) {
-	return newSender(sys, b.sendParams(p))
+	return b.newSenderOn(b.path.sendHost(), sys, p)
+}
+
+// newSenderOn opens the sending side in host h (nil: here).
+func (b *Bench) newSenderOn(h *netlab.Host, sys System, p sendParams) (sender, error) {
+	var snd sender
+	err := on(h, func() error {
+		hp, err := hostSend(h, b.sendParams(p))
+		if err != nil {
+			return err
+		}
+		snd, err = newSender(sys, hp)
+		return err
+	})
+	return snd, err
 }
 
 // sendParams completes p with the Bench's settings.
@@ -120,10 +135,22 @@ func retransmitterOf(snd sender) string {
 }
 
 func (b *Bench) startSubs(ctx context.Context, specs []recvSpec, procs bool) ([]subHandle, error) {
+	return b.startSubsOn(ctx, b.path.recvHost(), specs, procs)
+}
+
+// startSubsOn starts the receivers of specs in host h (nil: here).
+func (b *Bench) startSubsOn(ctx context.Context, h *netlab.Host, specs []recvSpec, procs bool) ([]subHandle, error) {
 	var subs []subHandle
 	for _, sp := range specs {
+		if h != nil {
+			sp.Interface = netlab.HostLink
+		}
 		if procs {
-			p, err := startProc(ctx, b.s.Spawn, sp, b.coll)
+			var p *procSub
+			err := on(h, func() (err error) {
+				p, err = startProc(ctx, b.s.Spawn, sp, b.coll)
+				return err
+			})
 			if err != nil {
 				stopAll(subs)
 				return nil, err
@@ -131,8 +158,12 @@ func (b *Bench) startSubs(ctx context.Context, specs []recvSpec, procs bool) ([]
 			subs = append(subs, p)
 			continue
 		}
-		r, sk, err := startReceiver(sp, b.coll)
-		if err != nil {
+		var (
+			r   receiver
+			sk  *sink
+			err error
+		)
+		if err := on(h, func() error { r, sk, err = startReceiver(sp, b.coll); return err }); err != nil {
 			stopAll(subs)
 			return nil, err
 		}
@@ -200,6 +231,7 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	if c.Loss > 0 {
 		run.Name += fmt.Sprintf(" loss %g%%", c.Loss*100)
 	}
+	run.Name += pathName(b.s.Path)
 	if b.s.Progress != nil {
 		b.s.Progress(run.Name, dur)
 	}
