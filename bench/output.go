@@ -249,6 +249,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(&buf, "mdbus bench %s: %s, %d cores, Linux %s, %s; load %.2f -> %.2f; in lab: %v\n",
 		r.Command, m.CPU, m.Cores, m.Kernel, m.GoVersion, m.LoadStart, m.LoadEnd, m.InLab)
 	s := r.Settings
+	if s.Path == PathVeth {
+		s.Interface, s.TTL = "veth (sender and receivers in two lab namespaces, through a bridge)", 1
+	}
 	fmt.Fprintf(&buf, "interface %s, TTL %d, payload %d B, batch %d, linger %v (throughput), socket buffers %d/%d B, run %gs",
 		s.Interface, s.TTL, s.PayloadSize, s.Batch, time.Duration(s.Linger*1e9), s.ReadBuffer, s.WriteBuffer, s.Duration)
 	if s.Count > 0 {
