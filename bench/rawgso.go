@@ -287,9 +287,34 @@ func (r *rawGSOReceiver) handle(msgs []sock.Message) (ended bool) {
 		if len(m.Buf) >= rawGSOHeaderLen+rawGSOLenLen+StampLen {
 			sched, _, _ = ParseStamp(m.Buf[rawGSOHeaderLen+rawGSOLenLen:])
 		}
-		r.sink.run(first, uint64(count), uint64(body), sched, m.KernelTime)
+		var skip int
+		if warm := r.sink.warmupUntil.Load(); sched < warm {
+			// The packet starts in a latency run's warm-up; its later
+			// messages may not. Only such packets are walked.
+			skip, sched = inWarmup(m.Buf[rawGSOHeaderLen:], count, warm)
+		}
+		r.sink.run(first, uint64(count), uint64(body), uint64(skip), sched, m.KernelTime)
 	}
 	return ended
+}
+
+// inWarmup walks the count messages of a packet body (each after its
+// 2-byte length) and returns how many lead it scheduled before warm, and
+// the scheduled time of the first that is not (0 if none is).
+func inWarmup(body []byte, count int, warm int64) (skip int, sched int64) {
+	for skip < count && len(body) >= rawGSOLenLen {
+		n := int(binary.BigEndian.Uint16(body))
+		body = body[rawGSOLenLen:]
+		if n > len(body) {
+			break
+		}
+		if t, _, ok := ParseStamp(body[:n]); ok && t >= warm {
+			return skip, t
+		}
+		body = body[n:]
+		skip++
+	}
+	return count, 0
 }
 
 func (r *rawGSOReceiver) ended() <-chan struct{} { return r.end }
@@ -311,10 +336,11 @@ func (r *rawGSOReceiver) counters(res *SubResult) {
 }
 
 // run records a packet of n consecutive messages from sequence first,
-// bytes long in all, the first scheduled at sched: the counts and the
-// sequence check of message, once per packet. Latency, when sampled, is
-// the first message's, recorded once for the packet.
-func (s *sink) run(first, n, bytes uint64, sched, kernelRT int64) {
+// bytes long in all, of which the first skip were scheduled in the
+// warm-up and the next at sched: the counts and the sequence check of
+// message, once per packet. Latency, when sampled, is that next message's,
+// recorded once for the packet.
+func (s *sink) run(first, n, bytes, skip uint64, sched, kernelRT int64) {
 	s.msgs += n
 	s.bytes += bytes
 	switch {
@@ -326,12 +352,14 @@ func (s *sink) run(first, n, bytes uint64, sched, kernelRT int64) {
 	default:
 		s.disorder += n
 	}
-	sampled := n
-	if s.sampleMask != 0 {
-		// Sequences in [first, first+n) with the mask's bits clear; the
+	skip = min(skip, n)
+	lo := first + skip // the first message after the warm-up
+	sampled := n - skip
+	if s.sampleMask != 0 && lo > 0 {
+		// Sequences in [lo, first+n) with the mask's bits clear; the
 		// mask is a power of two less one.
 		k := s.sampleMask + 1
-		sampled = (first+n-1)/k - (first-1)/k
+		sampled = (first+n-1)/k - (lo-1)/k
 	}
 	if sampled == 0 && s.started {
 		return
@@ -341,7 +369,7 @@ func (s *sink) run(first, n, bytes uint64, sched, kernelRT int64) {
 		s.started, s.first = true, now
 	}
 	s.last = now
-	if sched < s.warmupUntil.Load() {
+	if sampled == 0 || sched < s.warmupUntil.Load() {
 		return
 	}
 	s.measured += sampled

@@ -120,15 +120,43 @@ func (c *captureConn) WriteBatch(b *sock.Batch, n int) (int, error) {
 func TestRawGSOSinkRun(t *testing.T) {
 	sk := newSink()
 	sk.sampleMask = 63
-	sk.run(1, 22, 22*64, 0, 0)
-	sk.run(23, 22, 22*64, 0, 0)
-	sk.run(45, 22, 22*64, 0, 0) // holds 64, the one sampled sequence
-	sk.run(89, 22, 22*64, 0, 0) // 67..88 lost
-	sk.run(23, 22, 22*64, 0, 0) // a duplicate
+	sk.run(1, 22, 22*64, 0, 0, 0)
+	sk.run(23, 22, 22*64, 0, 0, 0)
+	sk.run(45, 22, 22*64, 0, 0, 0) // holds 64, the one sampled sequence
+	sk.run(89, 22, 22*64, 0, 0, 0) // 67..88 lost
+	sk.run(23, 22, 22*64, 0, 0, 0) // a duplicate
 	require.Equal(t, uint64(110), sk.msgs)
 	require.Equal(t, uint64(110*64), sk.bytes)
 	require.Equal(t, uint64(22), sk.missing)
 	require.Equal(t, uint64(22), sk.disorder)
 	require.Equal(t, uint64(111), sk.next)
 	require.Equal(t, uint64(1), sk.measured)
+}
+
+// TestRawGSOWarmup: a packet that straddles the end of a latency run's
+// warm-up counts as measured only its messages scheduled after it, and
+// samples the latency of the first of them.
+func TestRawGSOWarmup(t *testing.T) {
+	group := netip.MustParseAddrPort("239.255.77.1:43100")
+	var pkts []sock.Message
+	s := newRawGSOPacker(&captureConn{out: &pkts}, group, 1472, 0)
+	ring := newRing(Sizes{}, 22, 1)
+	msgs := make([][]byte, 22)
+	for i := range msgs {
+		msgs[i] = ring.next()
+		PutStamp(msgs[i], int64(100+i), uint64(i+1))
+	}
+	require.NoError(t, s.send(msgs))
+	require.Len(t, pkts, 1)
+	sk := newSink()
+	sk.setWarmup(110)
+	r := &rawGSOReceiver{sink: sk, group: group.Addr()}
+	r.handle(pkts)
+	require.Equal(t, uint64(22), sk.msgs)
+	require.Equal(t, uint64(12), sk.measured, "messages scheduled at 110..121")
+	skip, sched := inWarmup(pkts[0].Buf[rawGSOHeaderLen:], 22, 110)
+	require.Equal(t, 10, skip)
+	require.Equal(t, int64(110), sched)
+	skip, _ = inWarmup(pkts[0].Buf[rawGSOHeaderLen:], 22, 1000)
+	require.Equal(t, 22, skip, "all in the warm-up")
 }
