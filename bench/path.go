@@ -23,7 +23,57 @@ const (
 
 // labPath is the two hosts of the veth path.
 type labPath struct {
-	snd, rcv *netlab.Host
+	snd, rcv *labHost
+}
+
+// labHost is a host of the lab with one thread of its own that stays in
+// the host's namespace until close: what runs there opens the host's
+// sockets and starts processes in the host's namespace, and a child
+// started there with Pdeathsig (killWithParent) lives until that thread
+// ends, which a thread per call (netlab.Host.Do) would end at once.
+type labHost struct {
+	*netlab.Host
+	work chan func()
+	done chan error
+}
+
+// newLabHost makes the host name and starts its thread.
+func newLabHost(name string) (*labHost, error) {
+	h, err := netlab.NewHost(name)
+	if err != nil {
+		return nil, err
+	}
+	l := &labHost{Host: h, work: make(chan func()), done: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		l.done <- h.Do(func() {
+			close(ready)
+			for f := range l.work {
+				f()
+			}
+		})
+	}()
+	select {
+	case <-ready:
+		return l, nil
+	case err := <-l.done:
+		h.Close()
+		return nil, err
+	}
+}
+
+// do runs f on the host's thread and returns its error.
+func (l *labHost) do(f func() error) error {
+	errc := make(chan error, 1)
+	l.work <- func() { errc <- f() }
+	return <-errc
+}
+
+// close ends the host's thread (and so kills the children it started
+// with Pdeathsig) and removes the host.
+func (l *labHost) close() error {
+	close(l.work)
+	return errors.Join(<-l.done, l.Host.Close())
 }
 
 // openPath makes the hosts of path; nil for lo.
@@ -34,13 +84,13 @@ func openPath(path string) (*labPath, error) {
 	if !netlab.Inside() {
 		return nil, fmt.Errorf("%w: the veth path needs the private network lab (run with --netns)", ErrConfig)
 	}
-	snd, err := netlab.NewHost("bsnd")
+	snd, err := newLabHost("bsnd")
 	if err != nil {
 		return nil, fmt.Errorf("bench: veth path: sending host: %w", err)
 	}
-	rcv, err := netlab.NewHost("brcv")
+	rcv, err := newLabHost("brcv")
 	if err != nil {
-		snd.Close()
+		snd.close()
 		return nil, fmt.Errorf("bench: veth path: receiving host: %w", err)
 	}
 	p := &labPath{snd: snd, rcv: rcv}
@@ -63,42 +113,38 @@ func (p *labPath) close() error {
 	if p == nil {
 		return nil
 	}
-	return errors.Join(p.snd.Close(), p.rcv.Close())
+	return errors.Join(p.snd.close(), p.rcv.close())
 }
 
 // sendHost and recvHost are the hosts of the sending and receiving sides;
 // nil on lo.
-func (p *labPath) sendHost() *netlab.Host {
+func (p *labPath) sendHost() *labHost {
 	if p == nil {
 		return nil
 	}
 	return p.snd
 }
 
-func (p *labPath) recvHost() *netlab.Host {
+func (p *labPath) recvHost() *labHost {
 	if p == nil {
 		return nil
 	}
 	return p.rcv
 }
 
-// on runs f in h's namespace, or here when h is nil. Sockets f opens
-// belong to h whichever goroutine uses them afterwards, and a process f
-// starts runs in h's namespace.
-func on(h *netlab.Host, f func() error) error {
+// on runs f in h's namespace, on h's thread, or here when h is nil.
+// Sockets f opens belong to h whichever goroutine uses them afterwards,
+// and a process f starts runs in h's namespace.
+func on(h *labHost, f func() error) error {
 	if h == nil {
 		return f()
 	}
-	var err error
-	if derr := h.Do(func() { err = f() }); derr != nil {
-		return derr
-	}
-	return err
+	return h.do(f)
 }
 
 // hostIfi is the multicast interface inside h (its link to the bridge),
 // or def on lo. Call it inside on(h, ...).
-func hostIfi(h *netlab.Host, def *net.Interface) (*net.Interface, error) {
+func hostIfi(h *labHost, def *net.Interface) (*net.Interface, error) {
 	if h == nil {
 		return def, nil
 	}
@@ -112,7 +158,7 @@ func hostIfi(h *netlab.Host, def *net.Interface) (*net.Interface, error) {
 // hostSend completes p for a sender in h: the host's link, a TTL of 1 (the
 // packets cross the lab's bridge, which leads nowhere else), and a
 // retransmitter on the host's address, which the other host reaches.
-func hostSend(h *netlab.Host, p sendParams) (sendParams, error) {
+func hostSend(h *labHost, p sendParams) (sendParams, error) {
 	if h == nil {
 		return p, nil
 	}

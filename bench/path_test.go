@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,6 +21,13 @@ func TestPathVeth(t *testing.T) {
 	netlab.Require(t)
 	cfg := smokeConfig(t, 43200)
 	cfg.Path = PathVeth
+	cfg.Spawn = func(args []string) *exec.Cmd {
+		// As the command's children: killed when the thread that
+		// started them ends, which must not be before the run's end.
+		cmd := testSpawn(args)
+		killWithParent(cmd)
+		return cmd
+	}
 	cfg.Duration, cfg.Count = 10*time.Second, 50_000
 	b, err := New(cfg)
 	require.NoError(t, err)

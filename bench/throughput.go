@@ -86,7 +86,7 @@ func (b *Bench) newSender(sys System, p sendParams) (sender, error) {
 }
 
 // newSenderOn opens the sending side in host h (nil: here).
-func (b *Bench) newSenderOn(h *netlab.Host, sys System, p sendParams) (sender, error) {
+func (b *Bench) newSenderOn(h *labHost, sys System, p sendParams) (sender, error) {
 	var snd sender
 	err := on(h, func() error {
 		hp, err := hostSend(h, b.sendParams(p))
@@ -139,7 +139,7 @@ func (b *Bench) startSubs(ctx context.Context, specs []recvSpec, procs bool) ([]
 }
 
 // startSubsOn starts the receivers of specs in host h (nil: here).
-func (b *Bench) startSubsOn(ctx context.Context, h *netlab.Host, specs []recvSpec, procs bool) ([]subHandle, error) {
+func (b *Bench) startSubsOn(ctx context.Context, h *labHost, specs []recvSpec, procs bool) ([]subHandle, error) {
 	var subs []subHandle
 	for _, sp := range specs {
 		if h != nil {
