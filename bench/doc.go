@@ -95,7 +95,9 @@
 // the pinger's receivers beside its sender and put the ponger on the
 // receiving host. Subscribers in goroutines open their sockets in the
 // receiving host's namespace (a socket stays in the namespace it was made
-// in), and separate-process subscribers are started from a thread in it.
+// in), and separate-process subscribers are started from the host's own
+// thread, which stays in its namespace until Close: a child started with
+// Pdeathsig dies with the thread that started it, not with the process.
 // Run names end in " over veth" and the report's settings say the path.
 //
 // # Message format
