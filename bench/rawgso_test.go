@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,4 +161,61 @@ func TestRawGSOWarmup(t *testing.T) {
 	require.Equal(t, int64(110), sched)
 	skip, _ = inWarmup(pkts[0].Buf[rawGSOHeaderLen:], 22, 1000)
 	require.Equal(t, 22, skip, "all in the warm-up")
+}
+
+// TestRawGSOCapacityCells: raw-gso gets a cell beside mdbus for every
+// payload size (never a lossy one), and the table and the ratios show
+// mdbus ÷ raw-gso in bytes/s.
+func TestRawGSOCapacityCells(t *testing.T) {
+	s64, _ := ParseSizes("64", 9000)
+	s4k, _ := ParseSizes("4000", 9000)
+	cases := CapacityCases(CapacityMatrix{
+		Systems: []System{Mdbus, RawGSO}, PayloadSizes: []int{1472, 8972},
+		Sizes: []Sizes{s64, s4k}, Subscribers: []int{1}, Losses: []float64{0.01},
+	})
+	type cell struct {
+		sys  System
+		size string
+		pay  int
+		loss float64
+	}
+	var got []cell
+	for _, c := range cases {
+		got = append(got, cell{c.System, c.Sizes.String(), c.PayloadSize, c.Loss})
+	}
+	require.Equal(t, []cell{
+		{Mdbus, "64", 1472, 0}, {Mdbus, "64", 1472, 0.01}, {Mdbus, "64", 8972, 0}, {Mdbus, "64", 8972, 0.01},
+		{RawGSO, "64", 1472, 0}, {RawGSO, "64", 8972, 0},
+		{Mdbus, "4000", 8972, 0}, {Mdbus, "4000", 8972, 0.01},
+		{RawGSO, "4000", 8972, 0},
+	}, got)
+
+	r := &Report{
+		Command: "capacity",
+		Capacity: []CapacityResult{
+			{Name: "mdbus 64B in 1472B packets 1->1 goroutine", System: Mdbus, PayloadSize: 1472, Size: "64", Subscribers: 1,
+				Capacity: 5e6, BytesPerSec: 320e6, Limit: LimitConverged, Resolution: 0.05, Probe: 3},
+			{Name: "mdbus 64B in 8972B packets 1->1 goroutine", System: Mdbus, PayloadSize: 8972, Size: "64", Subscribers: 1,
+				Capacity: 6e6, BytesPerSec: 384e6, Limit: LimitConverged},
+			{Name: "raw-gso 64B in 1472B packets 1->1 goroutine", System: RawGSO, PayloadSize: 1472, Size: "64", Subscribers: 1,
+				Capacity: 8e6, BytesPerSec: 512e6, Limit: LimitSender},
+			{Name: "raw 64B 1->1 goroutine", System: Raw, Size: "64", Subscribers: 1, Capacity: 250e3, BytesPerSec: 16e6, Limit: LimitSender},
+		},
+	}
+	r.Ratios = ratios(nil, nil, r.Capacity)
+	var gso []Ratio
+	for _, q := range r.Ratios {
+		if strings.HasSuffix(q.What, "bytes/s vs raw-gso") {
+			gso = append(gso, q)
+		}
+	}
+	require.Len(t, gso, 1, "only the 1472 B cell has a raw-gso twin: %+v", r.Ratios)
+	require.InDelta(t, 0.625, gso[0].Ratio, 1e-9)
+	require.Len(t, r.Ratios, 3, "two vs raw, one vs raw-gso")
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, r))
+	out := buf.String()
+	require.Contains(t, out, "vs raw-gso")
+	require.Contains(t, out, "0.62x")
+	require.Contains(t, out, "20.00x", "the vs-raw column stays")
 }
