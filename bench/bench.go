@@ -145,9 +145,13 @@ type Config struct {
 	// Path is how packets go from the sender to the receivers: PathLo
 	// (default) over lo in this namespace, or PathVeth from one network
 	// namespace of the lab to another through veth pairs and a bridge.
-	// PathVeth needs the lab and ignores Interface and TTL: the hosts'
-	// links carry the packets with TTL 1.
+	// PathVeth ignores Interface and TTL: the hosts' links carry the
+	// packets with TTL 1.
 	Path string
+	// PathHosts makes the sending and the receiving host of PathVeth;
+	// Close removes them. "mdbus bench" passes the lab's
+	// (internal/netlab's NICPair, inside the lab only).
+	PathHosts func() (snd, rcv PathHost, err error)
 	// Logger receives progress and warnings; default discards.
 	Logger *slog.Logger
 	// Progress, when set, is called as each run or capacity probe
@@ -171,7 +175,11 @@ func (c Config) withDefaults() (settings, error) {
 	switch s.Path {
 	case "":
 		s.Path = PathLo
-	case PathLo, PathVeth:
+	case PathLo:
+	case PathVeth:
+		if s.PathHosts == nil {
+			return bad("the veth path needs its hosts (Config.PathHosts; mdbus bench makes them in its lab)")
+		}
 	default:
 		return bad("path %q: want %s or %s", s.Path, PathLo, PathVeth)
 	}

@@ -84,11 +84,12 @@
 // train reaches a UDP_GRO socket whole: the kernel never cuts it into
 // packets, which flatters the receiving side. PathVeth (--path veth) puts
 // the sender in one network namespace of the lab and the receivers in
-// another (netlab.NewHost, each linked by a veth pair to the lab's
-// bridge), and sets the links as a NIC would be: UDP segmentation offload
-// off on the sender's (netlab.SetFeature), so each train is cut into
-// datagrams as it leaves, and GRO on at the receiver's, whose NAPI path
-// coalesces them again for a UDP_GRO socket. A veth left as it is would
+// another (Config.PathHosts: mdbus bench passes internal/netlab's
+// NICPair, two hosts each linked by a veth pair to the lab's bridge),
+// whose links are set as a NIC would be: UDP segmentation offload off on
+// the sender's, so each train is cut into datagrams as it leaves, and GRO
+// on at the receiver's, whose NAPI path coalesces them again for a
+// UDP_GRO socket. A veth left as it is would
 // pass the train whole through the bridge, as lo does. Multicast then
 // leaves with TTL 1 (the bridge leads nowhere but the lab), and a
 // retransmitter listens on the sending host's address. Round trips keep

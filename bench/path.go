@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-
-	"github.com/mdbus/mdbus/internal/netlab"
 )
 
 // Paths packets take from the sender to the receivers (Config.Path).
@@ -16,34 +14,45 @@ const (
 	PathLo = "lo"
 	// PathVeth: the sender in one network namespace of the lab, the
 	// receivers in another, joined by veth pairs through the lab's
-	// bridge (netlab.NewHost), so that every packet crosses devices as
+	// bridge (Config.PathHosts), so that every packet crosses devices as
 	// it would cross a NIC. See "Paths" in the package documentation.
 	PathVeth = "veth"
 )
+
+// PathHost is a host of the veth path: a network namespace of its own,
+// with a link to the other host. The lab's hosts (internal/netlab's
+// NICPair) are PathHosts.
+type PathHost interface {
+	// Do runs f on a thread in the host's network namespace and returns
+	// when f does; the thread is discarded afterwards.
+	Do(f func()) error
+	// LinkName is the host's interface to the other host, and LinkAddr
+	// its IPv4 address there.
+	LinkName() string
+	LinkAddr() netip.Addr
+	// Close removes the host.
+	Close() error
+}
 
 // labPath is the two hosts of the veth path.
 type labPath struct {
 	snd, rcv *labHost
 }
 
-// labHost is a host of the lab with one thread of its own that stays in
+// labHost is a host of the path with one thread of its own that stays in
 // the host's namespace until close: what runs there opens the host's
 // sockets and starts processes in the host's namespace, and a child
 // started there with Pdeathsig (killWithParent) lives until that thread
-// ends, which a thread per call (netlab.Host.Do) would end at once.
+// ends, which a thread per call (PathHost.Do) would end at once.
 type labHost struct {
-	*netlab.Host
+	PathHost
 	work chan func()
 	done chan error
 }
 
-// newLabHost makes the host name and starts its thread.
-func newLabHost(name string) (*labHost, error) {
-	h, err := netlab.NewHost(name)
-	if err != nil {
-		return nil, err
-	}
-	l := &labHost{Host: h, work: make(chan func()), done: make(chan error, 1)}
+// newLabHost starts h's thread.
+func newLabHost(h PathHost) (*labHost, error) {
+	l := &labHost{PathHost: h, work: make(chan func()), done: make(chan error, 1)}
 	ready := make(chan struct{})
 	go func() {
 		l.done <- h.Do(func() {
@@ -57,7 +66,6 @@ func newLabHost(name string) (*labHost, error) {
 	case <-ready:
 		return l, nil
 	case err := <-l.done:
-		h.Close()
 		return nil, err
 	}
 }
@@ -73,37 +81,29 @@ func (l *labHost) do(f func() error) error {
 // with Pdeathsig) and removes the host.
 func (l *labHost) close() error {
 	close(l.work)
-	return errors.Join(<-l.done, l.Host.Close())
+	return errors.Join(<-l.done, l.PathHost.Close())
 }
 
-// openPath makes the hosts of path; nil for lo.
-func openPath(path string) (*labPath, error) {
+// openPath makes the hosts of path with make; nil for lo.
+func openPath(path string, make func() (snd, rcv PathHost, err error)) (*labPath, error) {
 	if path != PathVeth {
 		return nil, nil
 	}
-	if !netlab.Inside() {
-		return nil, fmt.Errorf("%w: the veth path needs the private network lab (run with --netns)", ErrConfig)
-	}
-	snd, err := newLabHost("bsnd")
+	snd, rcv, err := make()
 	if err != nil {
-		return nil, fmt.Errorf("bench: veth path: sending host: %w", err)
+		return nil, fmt.Errorf("bench: veth path: %w", err)
 	}
-	rcv, err := newLabHost("brcv")
-	if err != nil {
-		snd.close()
-		return nil, fmt.Errorf("bench: veth path: receiving host: %w", err)
+	p := &labPath{}
+	if p.snd, err = newLabHost(snd); err == nil {
+		p.rcv, err = newLabHost(rcv)
 	}
-	p := &labPath{snd: snd, rcv: rcv}
-	// As on a NIC: a GSO train is cut into datagrams as it leaves the
-	// sender's device, and the receiver's driver coalesces them again
-	// for a UDP_GRO socket. A veth left as it is passes the train whole
-	// through the bridge to the socket, as lo does.
-	err = errors.Join(
-		on(snd, func() error { return netlab.SetFeature(netlab.HostLink, netlab.FeatureUDPSegmentation, false) }),
-		on(rcv, func() error { return netlab.SetFeature(netlab.HostLink, netlab.FeatureGRO, true) }),
-	)
 	if err != nil {
-		p.close()
+		if p.snd != nil {
+			p.snd.close()
+		} else {
+			snd.Close()
+		}
+		rcv.Close()
 		return nil, fmt.Errorf("bench: veth path: %w", err)
 	}
 	return p, nil
@@ -142,15 +142,15 @@ func on(h *labHost, f func() error) error {
 	return h.do(f)
 }
 
-// hostIfi is the multicast interface inside h (its link to the bridge),
-// or def on lo. Call it inside on(h, ...).
+// hostIfi is the multicast interface inside h (its link to the other
+// host), or def on lo. Call it inside on(h, ...).
 func hostIfi(h *labHost, def *net.Interface) (*net.Interface, error) {
 	if h == nil {
 		return def, nil
 	}
-	ifi, err := net.InterfaceByName(netlab.HostLink)
+	ifi, err := net.InterfaceByName(h.LinkName())
 	if err != nil {
-		return nil, fmt.Errorf("bench: host %s: %w", h.Name, err)
+		return nil, fmt.Errorf("bench: path host: %w", err)
 	}
 	return ifi, nil
 }
@@ -166,7 +166,7 @@ func hostSend(h *labHost, p sendParams) (sendParams, error) {
 	if err != nil {
 		return p, err
 	}
-	p.ifi, p.ttl, p.rtxAddr = ifi, max(p.ttl, 1), h.IPv4
+	p.ifi, p.ttl, p.rtxAddr = ifi, max(p.ttl, 1), h.LinkAddr()
 	return p, nil
 }
 

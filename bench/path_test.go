@@ -20,7 +20,7 @@ import (
 func TestPathVeth(t *testing.T) {
 	netlab.Require(t)
 	cfg := smokeConfig(t, 43200)
-	cfg.Path = PathVeth
+	cfg.Path, cfg.PathHosts = PathVeth, labHosts
 	cfg.Spawn = func(args []string) *exec.Cmd {
 		// As the command's children: killed when the thread that
 		// started them ends, which must not be before the run's end.
@@ -43,7 +43,7 @@ func TestPathVeth(t *testing.T) {
 		{System: Mdbus, Sizes: sz, Rate: 200_000, Processes: true},
 	} {
 		t.Run(string(c.System), func(t *testing.T) {
-			port := b.path.snd.Port // the bridge's side of the sender's link
+			port := b.path.snd.PathHost.(*netlab.Host).Port // the bridge's side of the sender's link
 			rx0 := rxPackets(t, port)
 			run, err := b.Throughput(ctx, c)
 			require.NoError(t, err)
@@ -101,9 +101,22 @@ func rxPackets(t *testing.T, dev string) uint64 {
 	return 0
 }
 
-// TestPathConfig: an unknown path is a config error.
+// labHosts makes the hosts of the veth path in the lab, as mdbus bench
+// does.
+func labHosts() (PathHost, PathHost, error) {
+	s, r, err := netlab.NICPair("bsnd", "brcv")
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, r, nil
+}
+
+// TestPathConfig: an unknown path, or the veth path without its hosts,
+// is a config error.
 func TestPathConfig(t *testing.T) {
 	netlab.Require(t)
 	_, err := New(Config{Path: "wifi"})
+	require.ErrorIs(t, err, ErrConfig)
+	_, err = New(Config{Path: PathVeth})
 	require.ErrorIs(t, err, ErrConfig)
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/mdbus/mdbus/internal/netlab"
 )
 
 // PingPong is the closed-loop latency mode, comparable to Aeron's Ping and
@@ -182,8 +180,8 @@ func (b *Bench) pingPong(ctx context.Context, c LatencyCase, dur time.Duration, 
 	// receiver beside its sender.
 	var pong *procSub
 	if h := b.path.recvHost(); h != nil {
-		ks.Interface, ks.TTL = netlab.HostLink, max(ks.TTL, 1)
-		ps.Interface = netlab.HostLink
+		ks.Interface, ks.TTL = h.LinkName(), max(ks.TTL, 1)
+		ps.Interface = b.path.sendHost().LinkName()
 	}
 	err = on(b.path.recvHost(), func() (err error) {
 		pong, err = startProc(ctx, b.s.Spawn, ks, b.coll)

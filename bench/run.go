@@ -39,7 +39,7 @@ func New(cfg Config) (*Bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, err := openPath(s.Path)
+	path, err := openPath(s.Path, s.PathHosts)
 	if err != nil {
 		return nil, err
 	}

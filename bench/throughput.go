@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -143,7 +142,7 @@ func (b *Bench) startSubsOn(ctx context.Context, h *labHost, specs []recvSpec, p
 	var subs []subHandle
 	for _, sp := range specs {
 		if h != nil {
-			sp.Interface = netlab.HostLink
+			sp.Interface = h.LinkName()
 		}
 		if procs {
 			var p *procSub

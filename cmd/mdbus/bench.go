@@ -236,8 +236,17 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if *path != bench.PathLo && *path != bench.PathVeth {
 		return usageErr("--path %q: want lo or veth", *path)
 	}
-	if *path == bench.PathVeth && !netlab.Inside() {
-		return usageErr("--path veth builds its two hosts inside the private network lab: drop --netns=false")
+	if *path == bench.PathVeth {
+		if !netlab.Inside() {
+			return usageErr("--path veth builds its two hosts inside the private network lab: drop --netns=false")
+		}
+		cfg.PathHosts = func() (bench.PathHost, bench.PathHost, error) {
+			s, r, err := netlab.NICPair("bsnd", "brcv")
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, r, nil
+		}
 	}
 	prog := &benchProgress{w: os.Stderr, start: time.Now()}
 	cfg.Progress = prog.run
