@@ -142,6 +142,16 @@ type Config struct {
 	// with args (the child calls ChildMain with them). Default: this
 	// executable with "bench _child" and args.
 	Spawn func(args []string) *exec.Cmd
+	// Path is how packets go from the sender to the receivers: PathLo
+	// (default) over lo in this namespace, or PathVeth from one network
+	// namespace of the lab to another through veth pairs and a bridge.
+	// PathVeth ignores Interface and TTL: the hosts' links carry the
+	// packets with TTL 1.
+	Path string
+	// PathHosts makes the sending and the receiving host of PathVeth;
+	// Close removes them. "mdbus bench" passes the lab's
+	// (internal/netlab's NICPair, inside the lab only).
+	PathHosts func() (snd, rcv PathHost, err error)
 	// Logger receives progress and warnings; default discards.
 	Logger *slog.Logger
 	// Progress, when set, is called as each run or capacity probe
@@ -161,6 +171,17 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	if s.Interface == "" {
 		s.Interface = DefaultInterface
+	}
+	switch s.Path {
+	case "":
+		s.Path = PathLo
+	case PathLo:
+	case PathVeth:
+		if s.PathHosts == nil {
+			return bad("the veth path needs its hosts (Config.PathHosts; mdbus bench makes them in its lab)")
+		}
+	default:
+		return bad("path %q: want %s or %s", s.Path, PathLo, PathVeth)
 	}
 	switch {
 	case s.Duration < 0:

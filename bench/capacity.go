@@ -334,6 +334,11 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 			res.Loss = c.Loss
 		}
 	}
+	if c.System == RawGSO {
+		res.PayloadSize = c.PayloadSize
+		res.Name = fmt.Sprintf("raw-gso %sB in %dB packets 1->%d %s", c.Sizes, c.PayloadSize, c.Subscribers, where)
+	}
+	res.Name += pathName(b.s.Path)
 	t0 := Now()
 	tc := ThroughputCase{
 		System: c.System, Sizes: c.Sizes, PayloadSize: c.PayloadSize, Subscribers: c.Subscribers,
@@ -423,7 +428,7 @@ type CapacityMatrix struct {
 
 // CapacityCases expands m into cases, raw UDP once per message size and
 // subscriber count (one datagram per message: the payload size does not
-// apply to it), mdbus for every payload size.
+// apply to it), mdbus and raw-gso for every payload size.
 func CapacityCases(m CapacityMatrix) []CapacityCase {
 	var out []CapacityCase
 	for _, sz := range m.Sizes {
@@ -434,7 +439,7 @@ func CapacityCases(m CapacityMatrix) []CapacityCase {
 					pays = []int{0}
 				}
 				for _, pay := range pays {
-					if sys == Mdbus && sz.Max > MaxMessageFor(Mdbus, pay) {
+					if sys != Raw && sz.Max > MaxMessageFor(sys, pay) {
 						continue
 					}
 					c := CapacityCase{System: sys, Sizes: sz, PayloadSize: pay, Subscribers: n, Processes: n > 1 || m.Processes}

@@ -55,6 +55,9 @@ func LatencyCases(m RunMatrix) []LatencyCase {
 					continue // a closed loop has no offered rate: once per size
 				}
 				for _, s := range m.Systems {
+					if s == RawGSO && mode != OneWay {
+						continue // no ponger: one-way only
+					}
 					c := LatencyCase{System: s, Mode: mode, Sizes: sz, Rate: r}
 					if mode == OneWay {
 						c.Subscribers, c.Processes = m.Subscribers, m.Processes

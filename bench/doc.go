@@ -33,6 +33,7 @@
 //     never use UDP_GRO (one datagram per recvmmsg slot, the baseline);
 //     mdbus subscribers do unless Config.NoGRO (--no-gro), which only
 //     matters when the sender sends GSO trains.
+//   - Raw-gso (RawGSO): the floor under mdbus, see below.
 //   - With loss: the impairment layer (packetconn/impair) drops a fraction of
 //     the datagrams each mdbus subscriber receives; the run then reports
 //     repairs and the recovery time (gap found to gap repaired).
@@ -42,6 +43,63 @@
 // and by a drain timeout after the sender stops. A cancelled context stops
 // the sender at once; what was measured is still reported, marked
 // Interrupted.
+//
+// # The floor: raw-gso
+//
+// Raw UDP sends one datagram per message, so mdbus ÷ raw mostly measures
+// batching. RawGSO measures what is left of the bus's cost once batching
+// is given to both: it sends mdbus's packets with no protocol. The sender
+// packs the same messages into packets of the same payload size, as many
+// to a packet as mdbus packs, and keeps mdbus's byte count per packet: a
+// 20-byte header (the first message's sequence and the message count, the
+// rest zero) and a 2-byte length before each message. The same bytes
+// rather than fewer, because the floor must move what mdbus moves: a
+// packet 2 bytes shorter per message would carry less and let the floor
+// rise with the framing it dropped. Its packets go through a socket
+// opened as the publisher's (UDP GSO on unless Config.NoGSO), in sendmmsg
+// batches of publisher.DefaultBatchPackets packets that the socket cuts
+// into GSO trains of at most 64,000 bytes, as the publisher's are; a
+// packet waits for its batch to fill at most Config.Linger (judged at each
+// send), as the publisher's linger lets a partly filled packet wait.
+//
+// The receiver opens its socket as an mdbus subscriber opens its feed
+// socket (SO_REUSEPORT, the same receive buffer, UDP_GRO unless NoGRO,
+// subscriber.DefaultBatchSize datagrams per read) and reads from each
+// packet only its sequence and count: messages and bytes are counted per
+// packet, loss is a packet whose first sequence is beyond the next
+// expected one, and its latency sample is the packet's first message.
+// No message is looked at, no stream state kept, no callback made. So
+//
+//	mdbus ÷ raw-gso (message bytes/s at capacity)
+//
+// is what the protocol costs (parsing, sequencing, per-message delivery,
+// heartbeats) over the kernel's own work for the same packets. The
+// capacity table shows it beside mdbus ÷ raw, and the report's ratios
+// list it as "bytes/s vs raw-gso". Raw-gso has no ponger: it runs
+// throughput, capacity and one-way latency, not round trips.
+//
+// # Paths
+//
+// On lo (PathLo, the default) every socket is in one namespace, and a GSO
+// train reaches a UDP_GRO socket whole: the kernel never cuts it into
+// packets, which flatters the receiving side. PathVeth (--path veth) puts
+// the sender in one network namespace of the lab and the receivers in
+// another (Config.PathHosts: mdbus bench passes internal/netlab's
+// NICPair, two hosts each linked by a veth pair to the lab's bridge),
+// whose links are set as a NIC would be: UDP segmentation offload off on
+// the sender's, so each train is cut into datagrams as it leaves, and GRO
+// on at the receiver's, whose NAPI path coalesces them again for a
+// UDP_GRO socket. A veth left as it is would
+// pass the train whole through the bridge, as lo does. Multicast then
+// leaves with TTL 1 (the bridge leads nowhere but the lab), and a
+// retransmitter listens on the sending host's address. Round trips keep
+// the pinger's receivers beside its sender and put the ponger on the
+// receiving host. Subscribers in goroutines open their sockets in the
+// receiving host's namespace (a socket stays in the namespace it was made
+// in), and separate-process subscribers are started from the host's own
+// thread, which stays in its namespace until Close: a child started with
+// Pdeathsig dies with the thread that started it, not with the process.
+// Run names end in " over veth" and the report's settings say the path.
 //
 // # Message format
 //

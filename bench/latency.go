@@ -76,6 +76,9 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if c.Mode != OneWay && c.Mode != RoundTrip && c.Mode != PingPong {
 		return LatencyRun{}, fmt.Errorf("%w: latency mode %q: want %s, %s or %s", ErrConfig, c.Mode, OneWay, RoundTrip, PingPong)
 	}
+	if c.System == RawGSO && c.Mode != OneWay {
+		return LatencyRun{}, fmt.Errorf("%w: raw-gso has no ponger: it runs one-way latency only", ErrConfig)
+	}
 	if b.s.Progress != nil {
 		what := fmt.Sprintf("%s %s %sB %s/s", c.System, c.Mode, c.Sizes, rateName(c.Rate))
 		if c.Mode == PingPong {
@@ -119,6 +122,7 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if c.Loss > 0 {
 		run.Name += fmt.Sprintf(" loss %g%%", c.Loss*100)
 	}
+	run.Name += pathName(b.s.Path)
 	ring := newRing(c.Sizes, b.s.Batch, b.s.Seed)
 	groups := b.groups(2)
 	recvGroup := groups[0]
@@ -163,7 +167,12 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 			specs[i].Retransmitter = pong.retransmitter()
 		}
 	}
-	subs, err := b.startSubs(ctx, specs, c.Processes)
+	// A round trip's receivers are the pinger's, beside its sender.
+	recvHost := b.path.recvHost()
+	if c.Mode == RoundTrip {
+		recvHost = b.path.sendHost()
+	}
+	subs, err := b.startSubsOn(ctx, recvHost, specs, c.Processes)
 	if err != nil {
 		return run, err
 	}
@@ -256,12 +265,22 @@ type ponger interface {
 }
 
 func (b *Bench) newPonger(sys System, in, out netip.AddrPort, bufSize int, loss float64, rtx string) (ponger, error) {
-	sp := b.sendParams(sendParams{group: out, batch: rawBatch, inline: !b.s.NoInline, recovery: b.recovery(sys, loss)})
-	rp := recvParams{group: in, ifi: b.s.ifi, readBuffer: b.s.ReadBuffer, busyPoll: b.s.BusyPoll, noGRO: b.s.NoGRO, bufSize: bufSize, loss: loss, seed: b.s.Seed + 1000, logger: errLogger}
-	if rtx != "" {
-		rp.retransmitter = netip.MustParseAddrPort(rtx)
-	}
-	return startPonger(sys, rp, sp)
+	// The ponger is on the receiving host of the path.
+	h := b.path.recvHost()
+	var pong ponger
+	err := on(h, func() error {
+		sp, err := hostSend(h, b.sendParams(sendParams{group: out, batch: rawBatch, inline: !b.s.NoInline, recovery: b.recovery(sys, loss)}))
+		if err != nil {
+			return err
+		}
+		rp := recvParams{group: in, ifi: sp.ifi, readBuffer: b.s.ReadBuffer, busyPoll: b.s.BusyPoll, noGRO: b.s.NoGRO, bufSize: bufSize, loss: loss, seed: b.s.Seed + 1000, logger: errLogger}
+		if rtx != "" {
+			rp.retransmitter = netip.MustParseAddrPort(rtx)
+		}
+		pong, err = startPonger(sys, rp, sp)
+		return err
+	})
+	return pong, err
 }
 
 // startPonger answers every message of rp's group on sp's (both complete).

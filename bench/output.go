@@ -43,6 +43,9 @@ func ratios(tp []ThroughputRun, lat []LatencyRun, capa []CapacityResult) []Ratio
 		if r, ok := rawCapacity(capa, m); ok && r.Capacity > 0 && m.Capacity > 0 {
 			out = append(out, Ratio{What: "capacity " + m.Name + ": msgs/s", Mdbus: m.Capacity, Raw: r.Capacity, Ratio: ratio(m.Capacity, r.Capacity)})
 		}
+		if r, ok := rawGSOCapacity(capa, m); ok && r.BytesPerSec > 0 && m.BytesPerSec > 0 {
+			out = append(out, Ratio{What: "capacity " + m.Name + ": bytes/s vs raw-gso", Mdbus: m.BytesPerSec, Raw: r.BytesPerSec, Ratio: ratio(m.BytesPerSec, r.BytesPerSec)})
+		}
 	}
 	for _, m := range tp {
 		if m.System != Mdbus {
@@ -246,6 +249,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(&buf, "mdbus bench %s: %s, %d cores, Linux %s, %s; load %.2f -> %.2f; in lab: %v\n",
 		r.Command, m.CPU, m.Cores, m.Kernel, m.GoVersion, m.LoadStart, m.LoadEnd, m.InLab)
 	s := r.Settings
+	if s.Path == PathVeth {
+		s.Interface, s.TTL = "veth (sender and receivers in two lab namespaces, through a bridge)", 1
+	}
 	fmt.Fprintf(&buf, "interface %s, TTL %d, payload %d B, batch %d, linger %v (throughput), socket buffers %d/%d B, run %gs",
 		s.Interface, s.TTL, s.PayloadSize, s.Batch, time.Duration(s.Linger*1e9), s.ReadBuffer, s.WriteBuffer, s.Duration)
 	if s.Count > 0 {
@@ -410,13 +416,16 @@ func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
 	c0 := capa[0]
 	fmt.Fprintf(buf, "\nCapacity: the highest offered rate every subscriber received whole (zero kernel drops, zero lost, all delivered)\nfor %gs per probe, to %g%%; MB = 10^6 message bytes\n",
 		c0.Probe, c0.Resolution*100)
-	const row = "  %14s %8s %7s %12s %-22s %6s %5s\n"
-	fmt.Fprintf(buf, row, "capacity msg/s", "MB/s", "vs raw", "failed at", "stopped", "probes", "s")
+	const row = "  %14s %8s %7s %10s %12s %-22s %6s %5s\n"
+	fmt.Fprintf(buf, row, "capacity msg/s", "MB/s", "vs raw", "vs raw-gso", "failed at", "stopped", "probes", "s")
 	for _, c := range capa {
-		vs := "-"
+		vs, vsGSO := "-", "-"
 		if c.System == Mdbus {
 			if r, ok := rawCapacity(capa, c); ok && r.Capacity > 0 {
 				vs = fmt.Sprintf("%.2fx", ratio(c.Capacity, r.Capacity))
+			}
+			if r, ok := rawGSOCapacity(capa, c); ok && r.BytesPerSec > 0 {
+				vsGSO = fmt.Sprintf("%.2fx", ratio(c.BytesPerSec, r.BytesPerSec))
 			}
 		}
 		failed := "-"
@@ -424,7 +433,7 @@ func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
 			failed = count(c.Failed)
 		}
 		fmt.Fprintln(buf, c.Name)
-		fmt.Fprintf(buf, row, count(c.Capacity), fmt.Sprintf("%.1f", c.BytesPerSec/1e6), vs, failed, c.Limit, fmt.Sprint(len(c.Probes)), fmt.Sprintf("%.0f", c.Seconds))
+		fmt.Fprintf(buf, row, count(c.Capacity), fmt.Sprintf("%.1f", c.BytesPerSec/1e6), vs, vsGSO, failed, c.Limit, fmt.Sprint(len(c.Probes)), fmt.Sprintf("%.0f", c.Seconds))
 	}
 	for _, c := range capa {
 		var trail []string

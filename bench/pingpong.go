@@ -160,6 +160,7 @@ func (b *Bench) pingPong(ctx context.Context, c LatencyCase, dur time.Duration, 
 	if b.s.BusyPoll > 0 {
 		run.Name += fmt.Sprintf(", busy poll %v", b.s.BusyPoll)
 	}
+	run.Name += pathName(b.s.Path)
 	groups := b.groups(2)
 	bufSize := max(c.Sizes.Max, 64)
 	deadline := Now() + int64(dur+b.s.Drain+time.Minute)
@@ -175,14 +176,28 @@ func (b *Bench) pingPong(ctx context.Context, c LatencyCase, dur time.Duration, 
 		return run, err
 	}
 	defer snd.close()
-	pong, err := startProc(ctx, b.s.Spawn, ks, b.coll)
+	// The ponger runs on the receiving host of the path, the pinger's
+	// receiver beside its sender.
+	var pong *procSub
+	if h := b.path.recvHost(); h != nil {
+		ks.Interface, ks.TTL = h.LinkName(), max(ks.TTL, 1)
+		ps.Interface = b.path.sendHost().LinkName()
+	}
+	err = on(b.path.recvHost(), func() (err error) {
+		pong, err = startProc(ctx, b.s.Spawn, ks, b.coll)
+		return err
+	})
 	if err != nil {
 		return run, err
 	}
 	loop := &closedLoop{snd: snd, ring: newRing(c.Sizes, 2, b.s.Seed), done: make(chan struct{})}
 	sk := specSink(ps, b.coll)
 	sk.echo = loop.pong
-	r, err := openReceiver(ps, sk)
+	var r receiver
+	err = on(b.path.sendHost(), func() (err error) {
+		r, err = openReceiver(ps, sk)
+		return err
+	})
 	if err != nil {
 		_, _ = pong.stop(0)
 		return run, err

@@ -145,6 +145,8 @@ func openReceiver(spec recvSpec, sk *sink) (receiver, error) {
 		return newMdbusReceiver(p, sk)
 	case Raw:
 		return newRawReceiver(p, sk)
+	case RawGSO:
+		return newRawGSOReceiver(p, sk)
 	}
 	return nil, fmt.Errorf("%w: unknown system %q", ErrConfig, spec.System)
 }

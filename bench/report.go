@@ -78,6 +78,9 @@ type Settings struct {
 	NoGSO bool `json:"no_gso,omitempty"`
 	// NoGRO: the mdbus subscribers read without UDP_GRO.
 	NoGRO bool `json:"no_gro,omitempty"`
+	// Path is how packets went: "lo", or "veth" between two namespaces
+	// (Config.Path).
+	Path string `json:"path,omitempty"`
 }
 
 // ThroughputRun is one throughput measurement: one publisher, N

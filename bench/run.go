@@ -22,6 +22,7 @@ import (
 // A Bench is not safe for concurrent use: run one case at a time.
 type Bench struct {
 	s         settings
+	path      *labPath // the veth path's hosts; nil on lo
 	coll      *collector
 	rep       Report
 	startMono int64
@@ -38,7 +39,11 @@ func New(cfg Config) (*Bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bench{s: s, startMono: Now(), port: s.Group.Port()}
+	path, err := openPath(s.Path, s.PathHosts)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bench{s: s, path: path, startMono: Now(), port: s.Group.Port()}
 	b.coll = newCollector(b.startMono, s.Interval)
 	b.rep = Report{
 		Schema:  Schema,
@@ -50,6 +55,7 @@ func New(cfg Config) (*Bench, error) {
 			ReadBuffer: s.ReadBuffer, WriteBuffer: s.WriteBuffer, Duration: s.Duration.Seconds(),
 			Count: s.Count, Warmup: s.Warmup.Seconds(), Interval: s.Interval.Seconds(),
 			Timestamps: s.Timestamps, Seed: s.Seed, InlineThroughput: s.InlineThroughput, NoGSO: s.NoGSO, NoGRO: s.NoGRO,
+			Path: s.Path,
 		},
 	}
 	return b, nil
@@ -72,7 +78,7 @@ func (b *Bench) Close() error {
 	}
 	b.closed = true
 	b.coll.close()
-	return nil
+	return b.path.close()
 }
 
 // groups returns n groups for the next run: consecutive addresses from the

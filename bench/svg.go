@@ -174,8 +174,8 @@ func WriteCapacityChart(w io.Writer, title string, capa []CapacityResult) error 
 			continue // a distribution, or nothing lossless
 		}
 		name := fmt.Sprintf("%s, 1->%d", c.System, c.Subscribers)
-		if c.System == Mdbus {
-			name = fmt.Sprintf("mdbus in %d B packets, 1->%d", c.PayloadSize, c.Subscribers)
+		if c.System != Raw {
+			name = fmt.Sprintf("%s in %d B packets, 1->%d", c.System, c.PayloadSize, c.Subscribers)
 		}
 		l := byName[name]
 		if l == nil {

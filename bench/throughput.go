@@ -49,7 +49,7 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 	switch {
 	case b.closed || b.finished:
 		return ErrClosed
-	case sys != Mdbus && sys != Raw:
+	case sys != Mdbus && sys != Raw && sys != RawGSO:
 		return bad("unknown system %q", sys)
 	case rate < 0 || rate > MaxRate || rate != rate:
 		return bad("rate %g is outside 0..%g messages/s", rate, MaxRate)
@@ -72,8 +72,8 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 			return bad("messages of %d bytes do not fit a %d-byte payload (at most %d)", sz.Max, payload, lim)
 		}
 	}
-	if loss > 0 && sys == Raw {
-		return bad("raw UDP has no recovery: loss applies to mdbus runs only")
+	if loss > 0 && sys != Mdbus {
+		return bad("%s has no recovery: loss applies to mdbus runs only", sys)
 	}
 	return nil
 }
@@ -81,7 +81,21 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 // newSender opens the sending side of a run with the Bench's settings; a
 // positive p.payloadSize overrides the configured one.
 func (b *Bench) newSender(sys System, p sendParams) (sender, error) {
-	return newSender(sys, b.sendParams(p))
+	return b.newSenderOn(b.path.sendHost(), sys, p)
+}
+
+// newSenderOn opens the sending side in host h (nil: here).
+func (b *Bench) newSenderOn(h *labHost, sys System, p sendParams) (sender, error) {
+	var snd sender
+	err := on(h, func() error {
+		hp, err := hostSend(h, b.sendParams(p))
+		if err != nil {
+			return err
+		}
+		snd, err = newSender(sys, hp)
+		return err
+	})
+	return snd, err
 }
 
 // sendParams completes p with the Bench's settings.
@@ -96,8 +110,11 @@ func (b *Bench) sendParams(p sendParams) sendParams {
 
 // newSender opens the sending side of a run from complete parameters.
 func newSender(sys System, p sendParams) (sender, error) {
-	if sys == Raw {
+	switch sys {
+	case Raw:
 		return newRawSender(p)
+	case RawGSO:
+		return newRawGSOSender(p)
 	}
 	return newMdbusSender(p)
 }
@@ -117,10 +134,22 @@ func retransmitterOf(snd sender) string {
 }
 
 func (b *Bench) startSubs(ctx context.Context, specs []recvSpec, procs bool) ([]subHandle, error) {
+	return b.startSubsOn(ctx, b.path.recvHost(), specs, procs)
+}
+
+// startSubsOn starts the receivers of specs in host h (nil: here).
+func (b *Bench) startSubsOn(ctx context.Context, h *labHost, specs []recvSpec, procs bool) ([]subHandle, error) {
 	var subs []subHandle
 	for _, sp := range specs {
+		if h != nil {
+			sp.Interface = h.LinkName()
+		}
 		if procs {
-			p, err := startProc(ctx, b.s.Spawn, sp, b.coll)
+			var p *procSub
+			err := on(h, func() (err error) {
+				p, err = startProc(ctx, b.s.Spawn, sp, b.coll)
+				return err
+			})
 			if err != nil {
 				stopAll(subs)
 				return nil, err
@@ -128,8 +157,12 @@ func (b *Bench) startSubs(ctx context.Context, specs []recvSpec, procs bool) ([]
 			subs = append(subs, p)
 			continue
 		}
-		r, sk, err := startReceiver(sp, b.coll)
-		if err != nil {
+		var (
+			r   receiver
+			sk  *sink
+			err error
+		)
+		if err := on(h, func() error { r, sk, err = startReceiver(sp, b.coll); return err }); err != nil {
 			stopAll(subs)
 			return nil, err
 		}
@@ -190,13 +223,14 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 		System: c.System, Size: c.Sizes.String(), Rate: c.Rate, Subscribers: c.Subscribers,
 		Processes: c.Processes, Loss: c.Loss,
 	}
-	if c.System == Mdbus && c.PayloadSize != b.s.PayloadSize {
+	if c.System != Raw && c.PayloadSize != b.s.PayloadSize {
 		run.PayloadSize = c.PayloadSize
 		run.Name += fmt.Sprintf(" %dB packets", c.PayloadSize)
 	}
 	if c.Loss > 0 {
 		run.Name += fmt.Sprintf(" loss %g%%", c.Loss*100)
 	}
+	run.Name += pathName(b.s.Path)
 	if b.s.Progress != nil {
 		b.s.Progress(run.Name, dur)
 	}
@@ -258,6 +292,9 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	run.Sent = Counts{Messages: sr.sent, Bytes: sr.bytes, Packets: snd.packets(), Seconds: float64(sr.end-sr.start) / 1e9}
 	if m, ok := snd.(*mdbusSender); ok {
 		run.GSOPackets = m.pub.Stats().GSOPackets
+	}
+	if g, ok := snd.(*rawGSOSender); ok {
+		run.GSOPackets = g.gsoPackets()
 	}
 	run.Sent.rates()
 	run.Complete = sr.sent > 0

@@ -62,7 +62,9 @@ type sendParams struct {
 	// recovery adds the retransmitter: a cache fed by the publisher and a
 	// server answering re-requests on 127.0.0.1.
 	recovery bool
-	logger   *slog.Logger
+	// rtxAddr is where the retransmit server listens; invalid: 127.0.0.1.
+	rtxAddr netip.Addr
+	logger  *slog.Logger
 }
 
 // ---- mdbus ----
@@ -93,7 +95,7 @@ func newMdbusSender(p sendParams) (*mdbusSender, error) {
 		cache := retransmit.NewCache(retransmit.CacheConfig{})
 		cfg.Sinks = []publisher.Sink{cache}
 		srv, err := retransmit.NewServer(retransmit.ServerConfig{
-			Listen:      netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0),
+			Listen:      p.rtxListen(),
 			Sources:     []retransmit.Source{cache},
 			PayloadSize: p.payloadSize,
 			Logger:      p.logger,

@@ -63,6 +63,13 @@ and rates and report the ratio mdbus / raw. Each run is bounded by
 measured. Files go to --out: NAME.json, NAME.hlog (interval histograms),
 NAME-SERIES.hgrm (percentile distributions, µs) and NAME.svg.
 
+--systems raw-gso adds the floor under mdbus: mdbus's packets (the same
+messages, as many to a packet, as many bytes) in the same GSO trains and
+GRO reads, with no protocol; capacity rows then show mdbus / raw-gso in
+bytes/s. --path veth puts the sender and the receivers in two namespaces of
+the lab joined by veth pairs and a bridge, so that packets cross a device
+as on a NIC (GSO trains cut into packets on the way).
+
 By default the benchmark runs inside a private network namespace on lo with
 TTL 0; --netns=false runs it in this namespace (still lo, TTL 0). Another
 interface or a TTL above 0 needs --allow-network.`
@@ -88,11 +95,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	netns := fs.Bool("netns", true, "run inside a private user+network namespace (false: this namespace, still lo/TTL 0)")
 	allowNet := fs.Bool("allow-network", false, "allow an interface other than loopback and a TTL above 0")
 	ifname := fs.String("interface", "lo", "multicast interface")
+	path := fs.String("path", bench.PathLo, "throughput, latency, capacity: lo (every socket here) or veth (sender and receivers in two namespaces of the lab joined by veth pairs and a bridge, GSO trains cut into packets on the way, as on a NIC; needs --netns)")
 	ttl := fs.Int("ttl", 0, "multicast TTL (0 keeps packets on this host)")
 	group := fs.String("group", bench.DefaultGroup.String(), "first multicast group:port (each run takes the next port)")
 	sizes := fs.String("size", "64", "message sizes, comma-separated: N bytes, MIN-MAX (uniform), itch (real NASDAQ ITCH 5.0 messages) or synth")
 	rates := fs.String("rate", "", "offered rates in messages/s, comma-separated (10k, 4M; max = as fast as possible); default: max for throughput, 10k for latency")
-	systems := fs.String("systems", "mdbus,raw", "systems to run: mdbus, raw, or both")
+	systems := fs.String("systems", "mdbus,raw", "systems to run, comma-separated: mdbus, raw, raw-gso (mdbus's packets in GSO trains with no protocol: the floor; throughput, capacity and one-way latency)")
 	latMode := fs.String("mode", "both", "latency: rtt (paced round trip over two groups), oneway, pingpong (closed loop, one in flight, ponger in its own process), or both (rtt,oneway); comma-separated")
 	subs := countFlag(fs, "subs", 1, "throughput and one-way latency: subscribers per run (1-64)")
 	procs := fs.Bool("procs", false, "run each subscriber in its own process (this binary re-executed)")
@@ -195,8 +203,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			sys = append(sys, bench.Mdbus)
 		case "raw":
 			sys = append(sys, bench.Raw)
+		case "raw-gso":
+			sys = append(sys, bench.RawGSO)
 		default:
-			return usageErr("--systems %q: want mdbus, raw or mdbus,raw", *systems)
+			return usageErr("--systems %q: want mdbus, raw, raw-gso or a comma-separated list like mdbus,raw", *systems)
 		}
 	}
 	if mode == "raw" {
@@ -221,7 +231,22 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		Command: mode, Interface: *ifname, AllowNetwork: *allowNet, TTL: *ttl, Group: g,
 		Duration: *dur, Count: *count, Warmup: *warmup, PayloadSize: *payload, Batch: *batch, Linger: *linger,
 		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline, InlineThroughput: *inlineTput, NoGSO: *noGSO, NoGRO: *noGRO,
-		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery,
+		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery, Path: *path,
+	}
+	if *path != bench.PathLo && *path != bench.PathVeth {
+		return usageErr("--path %q: want lo or veth", *path)
+	}
+	if *path == bench.PathVeth {
+		if !netlab.Inside() {
+			return usageErr("--path veth builds its two hosts inside the private network lab: drop --netns=false")
+		}
+		cfg.PathHosts = func() (bench.PathHost, bench.PathHost, error) {
+			s, r, err := netlab.NICPair("bsnd", "brcv")
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, r, nil
+		}
 	}
 	prog := &benchProgress{w: os.Stderr, start: time.Now()}
 	cfg.Progress = prog.run
