@@ -74,7 +74,7 @@ func TestAcceptanceSeveralHosts(t *testing.T) {
 				c := newChecker(h.Name, n)
 				in(t, h, func() {
 					s, err := subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
-						Recovery: subscriber.Recovery{Retransmitter: rw.Addr(), NAK: nak.Config{Deadline: 10 * time.Second, Seed: uint64(1 + i)}}, Receive: subscriber.Receive{ReorderPackets: 16384},
+						Recovery: subscriber.Recovery{Retransmitter: rw.Addr(), NAK: nak.Config{Seed: uint64(1 + i)}},
 						OnMessage: c.onMessage})
 					require.NoError(t, err)
 					subs = append(subs, s)
