@@ -285,6 +285,8 @@ func benchStall(b *testing.B, i int, stall time.Duration) {
 			OnMessage: func(m subscriber.Message) {
 				if i == 0 && m.Seq == rate/2 && stall > 0 {
 					once.Do(func() {
+						// Real time on purpose: a reader away for stall on the
+						// wall clock, while the feed runs at its rate, is what is measured.
 						go func() { time.Sleep(stall); close(release) }()
 						<-release
 					})

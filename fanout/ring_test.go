@@ -13,6 +13,7 @@ import (
 
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -85,17 +86,14 @@ func (c *checker) state() (uint64, error) {
 // want, and fails on a delivery error or after 20 s.
 func (c *checker) waitFor(t *testing.T, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	ok := assert.Eventually(t, func() bool {
 		next, err := c.state()
-		require.NoError(t, err)
-		if next >= want {
-			require.Equal(t, want, next)
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "stuck at %d of %d", next, want)
-		time.Sleep(time.Millisecond)
-	}
+		return err != nil || next >= want
+	}, 20*time.Second, time.Millisecond)
+	next, err := c.state()
+	require.NoError(t, err)
+	require.True(t, ok, "stuck at %d of %d", next, want)
+	require.Equal(t, want, next)
 }
 
 // shmDir is a temporary directory on tmpfs where there is one: a ring
@@ -310,12 +308,12 @@ func TestRingReplaced(t *testing.T) {
 	defer r2.Close()
 	// The reader moves within one idle check (100 ms); publish until it
 	// has.
-	deadline := time.Now().Add(10 * time.Second)
-	for s := uint64(6); rd.Stats().Restarts == 0; s++ {
-		require.True(t, time.Now().Before(deadline))
+	s := uint64(6)
+	require.Eventually(t, func() bool {
 		publish(r2, s, s+1)
-		time.Sleep(time.Millisecond)
-	}
+		s++
+		return rd.Stats().Restarts != 0
+	}, 10*time.Second, time.Millisecond, "the reader did not move to the new ring")
 	publish(r2, 1000, 1001)
 	c.waitFor(t, 1001)
 }

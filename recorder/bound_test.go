@@ -61,13 +61,16 @@ func TestRecorderPacketMarks(t *testing.T) {
 	pub, err := publisher.New(publisher.Config{Group: feed, Session: "MARKS"})
 	require.NoError(t, err)
 	batch := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
-	for range 5 {
+	for i := range 5 {
 		_, err := pub.PublishBatch(batch)
 		require.NoError(t, err)
 		require.NoError(t, pub.Flush(t.Context()))
-		// Real time on purpose: the subject is the arrival stamp each
-		// packet gets from the clock; a millisecond apart, no two share one.
-		time.Sleep(time.Millisecond)
+		// Each packet journaled before the next is sent: every packet
+		// arrives in a read of its own and gets a stamp of its own.
+		waitFor(t, 5*time.Second, "packet journaled", func() bool {
+			ts, _ := rec.Stats()
+			return ts.Messages == uint64(3*(i+1))
+		})
 	}
 	require.NoError(t, pub.Close())
 	waitFor(t, 5*time.Second, "end of session recorded", func() bool {

@@ -43,11 +43,13 @@ func TestConsumerFromTime(t *testing.T) {
 	var at time.Time
 	for i := uint64(1); i <= 1000; i++ {
 		if i == 500 {
-			// Real time on purpose: the journal stamps messages with the
-			// clock; 20 ms on each side of at keep it between 499 and 500.
-			time.Sleep(20 * time.Millisecond)
-			at = time.Now()
-			time.Sleep(time.Millisecond)
+			// The journal stamps a packet with the wall clock when the
+			// publisher hands it over, before Flush returns: 499 is stamped
+			// at or before last, at is after it, and 500 at or after at.
+			require.NoError(t, pub.Flush(t.Context()))
+			last := time.Now().UnixNano()
+			for at = time.Now(); at.UnixNano() <= last; at = time.Now() {
+			}
 		}
 		_, err := pub.Publish(msg(i))
 		require.NoError(t, err)

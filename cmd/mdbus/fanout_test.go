@@ -55,6 +55,8 @@ func TestSubFanout(t *testing.T) {
 		defer close(done)
 		for s := wire.Seq(1); !stop.Load(); s++ {
 			r.Message(subscriber.Message{Stream: id, Seq: s, Data: []byte(fmt.Sprintf("message %d", s))}, r.Now())
+			// Real time on purpose: the command's reader joins at the ring's end at a moment
+			// nothing outside it shows; at 10,000 messages/s the 1 MiB ring takes ~2 s to lap it.
 			time.Sleep(100 * time.Microsecond)
 		}
 	}()

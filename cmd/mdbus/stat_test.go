@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -17,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mdbus/mdbus/tools/counters"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -254,18 +256,22 @@ func hostileDir(t *testing.T) string {
 }
 
 // runStatWithin runs mdbus stat with args; it fails the test if stat
-// has not returned d after cancel is called (at once when cancelAfter
-// is 0: --once must end by itself).
-func runStatWithin(t *testing.T, args []string, cancelAfter, d time.Duration) string {
+// has not returned d after cancel is called: once its output holds
+// cancelOn, or at once when cancelOn is empty (--once must end by
+// itself).
+func runStatWithin(t *testing.T, args []string, cancelOn string, d time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out bytes.Buffer
+	var out lockedBuffer
 	done := make(chan error, 1)
 	go func() { done <- runStat(ctx, args, &out) }()
-	if cancelAfter > 0 {
-		time.Sleep(cancelAfter)
-		cancel() // what SIGTERM does (notifyContext)
+	if cancelOn != "" {
+		// A view that never shows cancelOn falls through to the bound
+		// below, which unblocks a stuck open before failing.
+		if assert.Eventually(t, func() bool { return strings.Contains(out.String(), cancelOn) }, 10*time.Second, time.Millisecond) {
+			cancel() // what SIGTERM does (notifyContext)
+		}
 	}
 	select {
 	case err := <-done:
@@ -282,12 +288,30 @@ func runStatWithin(t *testing.T, args []string, cancelAfter, d time.Duration) st
 	return out.String()
 }
 
+// lockedBuffer is a bytes.Buffer that a test reads while stat writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestStatOnceSkipsFIFO is acceptance 4 of issue 18: a FIFO named like a
 // counters file made stat --once block for good; now it, a link and a
 // directory are listed as skipped within 1 s, and the live file shows.
 func TestStatOnceSkipsFIFO(t *testing.T) {
 	dir := hostileDir(t)
-	out := runStatWithin(t, []string{"--once", "--window", "0", "--dir", dir}, 0, time.Second)
+	out := runStatWithin(t, []string{"--once", "--window", "0", "--dir", dir}, "", time.Second)
 	t.Logf("\n%s", out)
 	require.Regexp(t, `(?m)^pub +\d+ running `, out)
 	require.Regexp(t, `(?m)^sub +1 skipped +counters: not a regular file: a FIFO`, out)
@@ -298,10 +322,11 @@ func TestStatOnceSkipsFIFO(t *testing.T) {
 }
 
 // TestStatLiveEndsOnSignal: the live view ends when the signal context
-// does, with a FIFO in the directory too.
+// does, with a FIFO in the directory too (cancelled once a view has shown
+// it skipped).
 func TestStatLiveEndsOnSignal(t *testing.T) {
 	dir := hostileDir(t)
-	out := runStatWithin(t, []string{"--interval", "50ms", "--dir", dir}, 300*time.Millisecond, time.Second)
+	out := runStatWithin(t, []string{"--interval", "50ms", "--dir", dir}, "skipped", time.Second)
 	require.Contains(t, out, "skipped")
 }
 

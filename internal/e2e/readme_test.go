@@ -224,14 +224,10 @@ func runReadmeBlock(t *testing.T, sh, root string, b readmeBlock, script string)
 	// moment for one that is exiting, then anything left in the group is
 	// a background job it did not stop.
 	var left []string
-	deadline := time.Now().Add(time.Second)
-	for {
+	pollEach(time.Second, 20*time.Millisecond, func() bool {
 		left = processGroupMembers(pgid)
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(left) == 0
+	})
 	if len(left) > 0 {
 		return fmt.Sprintf("README.md line %d under %s left %d process(es) running (%v):\n  %s\n%s",
 			b.line, sh, len(left), werr, strings.Join(left, "\n  "), output()), false

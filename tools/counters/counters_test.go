@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -143,6 +144,32 @@ func TestSamplerAndSnapshotConsistent(t *testing.T) {
 		}
 	}
 	require.Greater(t, consistent, 0)
+}
+
+// TestSamplesEveryInterval: the sampling goroutine runs the functions
+// given to Sample once per Interval, with the time of the pass, until
+// Close. In a testing/synctest bubble the passes fall exactly on the
+// interval, and a goroutine Close left behind would fail the bubble.
+func TestSamplesEveryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const every = 10 * time.Millisecond
+		f, err := Create(Config{Dir: t.TempDir(), Role: "pub", Interval: every})
+		require.NoError(t, err)
+		start := time.Now()
+		var mu sync.Mutex
+		var passes []time.Duration
+		f.Sample(func(now time.Time) {
+			mu.Lock()
+			passes = append(passes, now.Sub(start))
+			mu.Unlock()
+		})
+		time.Sleep(3*every + every/2) // on the bubble's clock
+		synctest.Wait()
+		mu.Lock()
+		require.Equal(t, []time.Duration{every, 2 * every, 3 * every}, passes)
+		mu.Unlock()
+		require.NoError(t, f.Close())
+	})
 }
 
 func TestStale(t *testing.T) {

@@ -60,9 +60,15 @@ func TestExportPacketGrouping(t *testing.T) {
 		require.NoError(t, err)
 		total += len(batch)
 		if i%10 == 0 {
-			// Real time on purpose: the publisher groups what is queued
-			// together, and a pause on the wall clock sends a packet alone.
-			time.Sleep(time.Millisecond)
+			// Flush sends what is queued, so the next burst starts a packet
+			// of its own; waiting for the recorder to journal it keeps the
+			// feed within the recorder's receive buffer (nothing repairs a
+			// loss here).
+			require.NoError(t, pub.Flush(t.Context()))
+			require.Eventually(t, func() bool {
+				ts, err := rec.Stats()
+				return err == nil && ts.Messages == uint64(total)
+			}, 10*time.Second, time.Millisecond, "recorder did not journal burst %d", i)
 		}
 	}
 	require.NoError(t, pub.Close())
