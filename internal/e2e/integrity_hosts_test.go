@@ -74,7 +74,7 @@ func TestAcceptanceSeveralHosts(t *testing.T) {
 				c := newChecker(h.Name, n)
 				in(t, h, func() {
 					s, err := subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
-						Recovery: subscriber.Recovery{Retransmitter: rw.Addr(), NAK: nak.Config{Seed: uint64(1 + i)}},
+						Recovery:  subscriber.Recovery{Retransmitter: rw.Addr(), NAK: nak.Config{Seed: uint64(1 + i)}},
 						OnMessage: c.onMessage})
 					require.NoError(t, err)
 					subs = append(subs, s)
@@ -159,7 +159,7 @@ func TestAcceptanceSeveralHostsRestart(t *testing.T) {
 		j := newByteJudge()
 		in(t, h, func() {
 			s, err := subscriber.New(subscriber.Config{Group: group, Interface: netlab.HostLink, StartSeq: 1,
-				Recovery: subscriber.Recovery{Retransmitter: rw},
+				Recovery:  subscriber.Recovery{Retransmitter: rw},
 				Wrap:      impair.Receiver(impair.Config{Loss: 0.05, Seed: 13, Stream: uint64(i), Drop: drops[i]}),
 				OnMessage: j.onMessage})
 			require.NoError(t, err)
