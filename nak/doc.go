@@ -117,9 +117,9 @@
 //     the mean added recovery latency at 1 ms, and sits well below Aeron's
 //     10 ms and OpenPGM's 50 ms, which are sized for wider networks. The
 //     retransmitter also coalesces duplicate requests, so a larger window
-//     would buy little. A unicast-only session (one receiver, no repair
-//     group) gains nothing from the wait: set Config.Generator to
-//     FixedDelay(0), or FixedDelay(100 µs) as Aeron does.
+//     would buy little. A unicast-only session (no repair group, one
+//     feed) gains nothing from the wait: package subscriber then uses
+//     FixedDelay(100 µs), as Aeron does.
 //   - Retry 10 ms, doubling to MaxRetry 100 ms. A retry must not fire while
 //     a working repair is on its way, or it doubles the repair traffic: 10 ms
 //     is 50-100 LAN round trips, enough for a retransmitter that paces a
