@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -166,28 +164,14 @@ func (s *rawGSOSender) finish(ctx context.Context) error {
 	var end [rawGSOHeaderLen]byte
 	binary.BigEndian.PutUint64(end[rawGSOSeqOffset:], s.last+1)
 	binary.BigEndian.PutUint16(end[rawGSOCountOffset:], rawGSOEnd)
-	for i := range 3 {
+	return sendEndMarker(ctx, "raw-gso", func() error {
 		s.batch.Msgs[0].Buf, s.batch.Msgs[0].Addr = end[:], s.group
-		if _, err := s.conn.WriteBatch(s.batch, 1); err != nil {
-			return fmt.Errorf("bench: raw-gso end marker: %w", err)
-		}
-		if i < 2 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}
-	return nil
+		_, err := s.conn.WriteBatch(s.batch, 1)
+		return err
+	})
 }
 
-func (s *rawGSOSender) close() error {
-	if err := s.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
-	}
-	return nil
-}
+func (s *rawGSOSender) close() error { return closeConn(s.conn) }
 
 func (s *rawGSOSender) packets() uint64 { return s.sent }
 

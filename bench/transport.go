@@ -375,9 +375,15 @@ func (s *rawSender) finish(ctx context.Context) error {
 	s.done = true
 	var end [StampLen]byte
 	PutStamp(end[:], Now(), endSeq)
+	return sendEndMarker(ctx, "raw", func() error { return s.conn.WriteTo(end[:], s.group) })
+}
+
+// sendEndMarker sends a run's end marker three times, 1 ms apart (one may
+// be lost like any datagram), until ctx ends.
+func sendEndMarker(ctx context.Context, system string, send func() error) error {
 	for i := range 3 {
-		if err := s.conn.WriteTo(end[:], s.group); err != nil {
-			return fmt.Errorf("bench: raw end marker: %w", err)
+		if err := send(); err != nil {
+			return fmt.Errorf("bench: %s end marker: %w", system, err)
 		}
 		if i < 2 {
 			select {
@@ -390,8 +396,11 @@ func (s *rawSender) finish(ctx context.Context) error {
 	return nil
 }
 
-func (s *rawSender) close() error {
-	if err := s.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+func (s *rawSender) close() error { return closeConn(s.conn) }
+
+// closeConn closes c; closed already is not an error.
+func closeConn(c interface{ Close() error }) error {
+	if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil
