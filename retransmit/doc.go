@@ -108,11 +108,14 @@
 //
 // With RepairGroup set, every answer goes to the group (UnicastFirst
 // restores the old rule: a range's first answer unicast, the group only
-// when a second requester asks), preceded by a NAK confirm (wire.Confirm,
+// when a second requester asks), where it silences every subscriber that
+// misses the same range. Now and then (at most every 10 ms, and whenever
+// the count changes) an answer is preceded by a NAK confirm (wire.Confirm,
 // PGM's NCF, 30 bytes) naming the messages answered and the number of
-// distinct requesters (address and port) heard in the last 10 s. The
-// subscribers that miss the same range hear that it is on its way and do
-// not ask; they size their NAK back-off by that count (nak.GroupBackoff).
+// distinct requesters (address and port) heard in the last 10 s, by which
+// the subscribers size their NAK back-off (nak.GroupBackoff). A confirm
+// before every answer told the others nothing the answer, microseconds
+// behind it, does not, and doubled the packets every subscriber reads.
 // The server remembers, for CoalesceWindow, each answered range (session,
 // sequence, capped count), who asked and whether it went multicast.
 // Within the window the same range is not answered again when it was
