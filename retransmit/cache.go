@@ -228,7 +228,7 @@ type cacheSession struct {
 	lastWrite uint64 // Cache.writes at the last store, for LRU eviction of sessions
 }
 
-func (ss *cacheSession) run(i int) *run { return &ss.runs[(ss.head+i)%maxRuns] }
+func (ss *cacheSession) run(i int) *run { return &ss.runs[uint(ss.head+i)%maxRuns] }
 func (ss *cacheSession) oldest() *run   { return ss.run(0) }
 func (ss *cacheSession) newest() *run   { return ss.run(ss.n - 1) }
 
