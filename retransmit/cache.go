@@ -2,6 +2,7 @@ package retransmit
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -82,8 +83,9 @@ type CacheStats struct {
 	// dropped ranges, incarnations and evicted sessions whose room is not
 	// reclaimed yet.
 	Messages uint64
-	// Bytes is the part of the byte chunks in use (message bytes plus the
-	// unused tails of chunks skipped where a message would not fit).
+	// Bytes is the part of the byte chunks in use (message blocks, each
+	// message's bytes and its 2-byte length, plus the unused tails of
+	// chunks skipped where a write would not fit).
 	Bytes uint64
 	// ArenaBytes is the size of all byte chunks allocated now.
 	ArenaBytes uint64
@@ -92,7 +94,8 @@ type CacheStats struct {
 	// Added counts messages stored; AddedBytes their bytes (the feed's
 	// rate, which the Server's budgets follow).
 	Added, AddedBytes uint64
-	// Evicted counts messages dropped to make room, oldest first.
+	// Evicted counts messages dropped to make room, oldest first (a
+	// packet stored by SentPacket goes as a whole).
 	Evicted uint64
 	// Duplicates counts messages ignored because their sequence was
 	// already cached or older (SentPacket: because they equal the bytes
@@ -118,14 +121,19 @@ type CacheStats struct {
 	BadMessages uint64
 }
 
-// entry is one message in the log: its bytes are
-// chunks[chunk].buf[off:off+n].
+// entry is one write in the log: count consecutive messages of one
+// session, from sequence seq on, stored as MoldUDP64 message blocks (a
+// 2-byte length, then the bytes) in chunks[chunk].buf[off:off+size]. A
+// packet given to SentPacket is one entry, so storing and evicting cost
+// one entry per packet, not per message; Add writes one-message entries.
 type entry struct {
-	off   uint32 // offset in the chunk
-	chunk uint32 // chunk number
-	skip  uint32 // bytes skipped after the message, before the next one (a chunk's tail)
-	n     uint16 // message length
-	slot  uint16 // session slot that stored it
+	seq   wire.Seq // sequence of the first message
+	off   uint32   // offset in the chunk
+	chunk uint32   // chunk number
+	skip  uint32   // bytes skipped after the entry, before the next one (a chunk's tail)
+	size  uint32   // bytes of the message blocks
+	count uint16   // messages
+	slot  uint16   // session slot that stored it
 }
 
 // chunk is one piece of the byte ring.
@@ -154,6 +162,21 @@ func (b *blocks[T]) at(i uint64) *T {
 // held reports whether the block of element i is held, for i above lo.
 func (b *blocks[T]) held(i uint64) bool {
 	return i/blockLen < b.hi && b.lo < b.hi
+}
+
+// fill sets elements [from, to) to v, making their blocks held (from is
+// at or above the window's top element, as for hold).
+func (b *blocks[T]) fill(from, to uint64, v T, pool *[]*[blockLen]T) {
+	for i := from; i < to; {
+		if !b.held(i) {
+			b.hold(i, pool)
+		}
+		blk := b.tab[(i/blockLen)&uint64(len(b.tab)-1)]
+		end := min(to, (i/blockLen+1)*blockLen)
+		for k := i % blockLen; i < end; i, k = i+1, k+1 {
+			blk[k] = v
+		}
+	}
 }
 
 // hold makes the block of element i held (and those between the window
@@ -214,7 +237,7 @@ func (b *blocks[T]) reset(pool *[]*[blockLen]T) {
 // inside the range a sequence whose slot is noEntry is a hole, not held.
 type run struct {
 	first, next wire.Seq       // next == 0 before the first message
-	idx         blocks[uint64] // log number of sequence q at idx.at(q), for q in [first, next)
+	idx         blocks[uint64] // log number of the entry holding sequence q at idx.at(q), for q in [first, next)
 	logStart    uint64         // log number of the range's first message: this session's entries before it are dead
 }
 
@@ -275,6 +298,7 @@ type Cache struct {
 
 	log     blocks[entry] // entries numbered [gh, gt)
 	gh, gt  uint64
+	msgs    uint64              // messages in the entries [gh, gt)
 	logFree []*[blockLen]entry  // released log blocks
 	idxFree []*[blockLen]uint64 // released index blocks, shared by the sessions
 
@@ -328,18 +352,36 @@ func (c *Cache) SentPacket(pkt []byte) {
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	slot := c.slotFor(p.Session)
-	if nr := c.sessions[slot].newest(); nr.next != 0 && p.Seq < nr.next && !c.heldEqual(slot, p) {
-		c.restart(slot, 0)
-	}
-	for it := p.Messages(); ; {
-		msg, seq, ok := it.Next()
-		if !ok {
-			break
+	it := p.Messages()
+	if nr := c.sessions[slot].newest(); nr.next != 0 && p.Seq < nr.next {
+		if !c.heldEqual(slot, p) {
+			c.restart(slot, 0)
+		} else {
+			// The part already held is a duplicate; the rest is stored.
+			k := min(uint64(nr.next-p.Seq), uint64(p.MessageCount()))
+			it.Skip(int(k))
+			c.st.Duplicates += k
 		}
-		c.add(slot, seq, msg)
 	}
-	c.mu.Unlock()
+	seq, body := it.Rest()
+	k := uint64(p.MessageCount()) - uint64(seq-p.Seq)
+	if k == 0 {
+		return
+	}
+	if k > c.maxMsgs {
+		// More messages than the cache holds: one entry each, so that the
+		// bound evicts them one by one.
+		for {
+			msg, seq, ok := it.Next()
+			if !ok {
+				return
+			}
+			c.put(slot, seq, 1, nil, msg)
+		}
+	}
+	c.put(slot, seq, uint16(k), body, nil)
 }
 
 // heldEqual reports whether every message of p below the session's next
@@ -347,13 +389,14 @@ func (c *Cache) SentPacket(pkt []byte) {
 func (c *Cache) heldEqual(slot int, p wire.Packet) bool {
 	ss := &c.sessions[slot]
 	next := ss.newest().next
+	var cur cursor
 	for it := p.Messages(); ; {
 		msg, seq, ok := it.Next()
 		if !ok || seq >= next {
 			return true
 		}
 		r, g := ss.find(seq)
-		if r == nil || !bytes.Equal(c.entryBytes(g), msg) {
+		if r == nil || !bytes.Equal(c.message(g, seq, &cur), msg) {
 			return false
 		}
 	}
@@ -374,7 +417,11 @@ func (c *Cache) heldEqual(slot int, p wire.Packet) bool {
 // than 0xFFFF bytes are refused (CacheStats.BadMessages).
 func (c *Cache) Add(s wire.Session, seq wire.Seq, msg []byte) {
 	c.mu.Lock()
-	c.add(c.slotFor(s), seq, msg)
+	if seq == wire.InvalidSeq || seq == math.MaxUint64 || len(msg) > math.MaxUint16 {
+		c.st.BadMessages++
+	} else {
+		c.put(c.slotFor(s), seq, 1, nil, msg)
+	}
 	c.mu.Unlock()
 }
 
@@ -452,16 +499,16 @@ func (c *Cache) slotFor(s wire.Session) int {
 	return slot
 }
 
-// add stores one message. c.mu is held.
-func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
+// put stores count consecutive messages of a session from sequence seq
+// on as one entry: the message blocks body (a packet's, validated), or the
+// single message msg when body is nil. The sequences are valid: seq is
+// not 0 and seq+count-1 is below the largest. c.mu is held.
+func (c *Cache) put(slot int, seq wire.Seq, count uint16, body, msg []byte) {
 	ss := &c.sessions[slot]
 	r := ss.newest()
 	switch {
-	case seq == wire.InvalidSeq || seq == math.MaxUint64 || len(msg) > math.MaxUint16:
-		c.st.BadMessages++
-		return
 	case r.next != 0 && seq < r.next:
-		c.st.Duplicates++
+		c.st.Duplicates += uint64(count)
 		return
 	case r.next == 0 || r.first == r.next:
 		// An empty range starts at the first message it gets.
@@ -470,12 +517,7 @@ func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 	case seq > r.next && uint64(seq-r.next) <= maxHole:
 		// A hole: its slots say not held, the range goes on.
 		c.st.Jumps++
-		for q := r.next; q < seq; q++ {
-			if !r.idx.held(uint64(q)) {
-				r.idx.hold(uint64(q), &c.idxFree)
-			}
-			*r.idx.at(uint64(q)) = noEntry
-		}
+		r.idx.fill(uint64(r.next), uint64(seq), noEntry, &c.idxFree)
 		c.span += uint64(seq - r.next)
 		r.next = seq
 	case seq > r.next:
@@ -492,46 +534,55 @@ func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 		r.idx.reset(&c.idxFree)
 		r.first, r.next, r.logStart = seq, seq, c.gt
 	}
-	n := uint32(len(msg))
-	ch, off, gap := c.reserve(n)
+	size := uint32(len(body))
+	if body == nil {
+		size = wire.MsgLenLen + uint32(len(msg))
+	}
+	ch, off, gap := c.reserve(size, uint64(count))
 	// reserve may have evicted this session's oldest messages (even all
 	// of r's: then r.first == r.next == seq still holds); next is still
 	// right.
-	copy(c.chunks[ch].buf[off:off+n], msg)
-	if c.gh == c.gt {
-		c.used = uint64(n) // the skipped tail before the oldest message does not count
+	dst := c.chunks[ch].buf[off : off+size]
+	if body != nil {
+		copy(dst, body)
+		c.st.AddedBytes += uint64(len(body)) - wire.MsgLenLen*uint64(count)
 	} else {
-		c.used += uint64(gap) + uint64(n)
+		binary.BigEndian.PutUint16(dst, uint16(len(msg)))
+		copy(dst[wire.MsgLenLen:], msg)
+		c.st.AddedBytes += uint64(len(msg))
+	}
+	if c.gh == c.gt {
+		c.used = uint64(size) // the skipped tail before the oldest entry does not count
+	} else {
+		c.used += uint64(gap) + uint64(size)
 		if gap > 0 {
 			c.log.at(c.gt - 1).skip = gap
 		}
 	}
-	c.tc, c.toff = ch, off+n
+	c.tc, c.toff = ch, off+size
 	if !c.log.held(c.gt) {
 		c.log.hold(c.gt, &c.logFree)
 	}
-	*c.log.at(c.gt) = entry{off: off, chunk: ch, n: uint16(n), slot: uint16(slot)}
-	if !r.idx.held(uint64(seq)) {
-		r.idx.hold(uint64(seq), &c.idxFree)
-	}
-	*r.idx.at(uint64(seq)) = c.gt
+	*c.log.at(c.gt) = entry{seq: seq, off: off, chunk: ch, size: size, count: count, slot: uint16(slot)}
+	r.idx.fill(uint64(seq), uint64(seq)+uint64(count), c.gt, &c.idxFree)
 	c.gt++
-	r.next = seq + 1
-	c.span++
+	c.msgs += uint64(count)
+	r.next = seq + wire.Seq(count)
+	c.span += uint64(count)
 	c.writes++
 	ss.lastWrite = c.writes
 	c.lastSlot = slot
-	c.st.Added++
-	c.st.AddedBytes += uint64(len(msg))
+	c.st.Added += uint64(count)
 	// Holes cost index slots: keep them bounded with the messages.
 	for c.span > c.maxSpan && c.gt-c.gh > 1 {
 		c.evictOldest()
 	}
 }
 
-// reserve makes room for one message of n bytes, adding a chunk or
-// evicting the oldest messages, and returns where it goes and how many
-// bytes of the tail's chunk it skips. c.mu is held.
+// reserve makes room for an entry of n bytes and k messages (at most
+// maxMsgs), adding a chunk or evicting the oldest entries, and returns
+// where it goes and how many bytes of the tail's chunk it skips. c.mu is
+// held.
 //
 // The chunks form a ring that the tail walks around; the live messages
 // are the stretch of the ring from the oldest one's start to the tail,
@@ -541,10 +592,10 @@ func (c *Cache) add(slot int, seq wire.Seq, msg []byte) {
 // used. While the chunks total less than maxBytes, the tail only enters a
 // chunk that holds no live message: when the next one still does, a new
 // chunk is linked in after the tail's, in the free stretch, and nothing
-// moves. At maxBytes the ring is fixed and the oldest messages are
-// evicted until the new one fits.
-func (c *Cache) reserve(n uint32) (ch, off, gap uint32) {
-	for c.gt-c.gh >= c.maxMsgs {
+// moves. At maxBytes the ring is fixed and the oldest entries are evicted
+// until the new one fits.
+func (c *Cache) reserve(n uint32, k uint64) (ch, off, gap uint32) {
+	for c.gh < c.gt && c.msgs+k > c.maxMsgs {
 		c.evictOldest()
 	}
 	for {
@@ -589,20 +640,21 @@ func (c *Cache) addChunk() {
 	c.arenaBytes += size
 }
 
-// evictOldest drops the oldest message of the log. c.mu is held.
+// evictOldest drops the oldest entry of the log. c.mu is held.
 func (c *Cache) evictOldest() {
 	e := c.log.at(c.gh)
-	size := uint64(e.n) + uint64(e.skip)
+	size := uint64(e.size) + uint64(e.skip)
 	// The log holds a session's ranges in order, after its older (dead)
 	// ranges and those of the slot's former sessions: an entry from the
-	// oldest range's logStart on is that range's first message.
+	// oldest range's logStart on holds that range's first messages.
 	if ss := &c.sessions[e.slot]; ss.live {
 		if r := ss.oldest(); c.gh >= r.logStart && r.first < r.next {
-			c.advance(ss, r)
+			c.advance(ss, r, e.seq+wire.Seq(e.count))
 		}
 	}
 	c.gh++
-	c.st.Evicted++
+	c.msgs -= uint64(e.count)
+	c.st.Evicted += uint64(e.count)
 	if c.gh == c.gt {
 		c.used, c.toff = 0, 0 // empty: start again at the tail chunk's beginning
 	} else {
@@ -613,11 +665,11 @@ func (c *Cache) evictOldest() {
 	}
 }
 
-// advance drops the first message of r, the oldest range of ss, and the
-// hole after it; an emptied range goes when a newer one exists. c.mu is
-// held.
-func (c *Cache) advance(ss *cacheSession, r *run) {
-	q := r.first + 1
+// advance drops the first messages of r, the oldest range of ss, up to
+// sequence end, and the hole after them; an emptied range goes when a
+// newer one exists. c.mu is held.
+func (c *Cache) advance(ss *cacheSession, r *run, end wire.Seq) {
+	q := min(max(end, r.first+1), r.next)
 	for q < r.next && *r.idx.at(uint64(q)) == noEntry {
 		q++
 	}
@@ -631,12 +683,32 @@ func (c *Cache) advance(ss *cacheSession, r *run) {
 	}
 }
 
-// entryBytes returns the bytes of log entry g. They alias a chunk: valid
-// only while c.mu is held.
-func (c *Cache) entryBytes(g uint64) []byte {
+// cursor remembers where the last message looked up lies in its entry,
+// so that reading consecutive messages walks each entry once.
+type cursor struct {
+	g   uint64   // entry number, valid when ok
+	seq wire.Seq // sequence of the message at pos
+	pos uint32   // offset of its message block in the entry
+	ok  bool
+}
+
+// message returns the bytes of message seq, held in log entry g. They
+// alias a chunk: valid only while c.mu is held. cur speeds up reading
+// messages in sequence order. The entry's blocks were validated when
+// stored (a parsed packet or one message framed here), so the walk needs
+// no checks.
+func (c *Cache) message(g uint64, seq wire.Seq, cur *cursor) []byte {
 	e := c.log.at(g)
-	end := e.off + uint32(e.n)
-	return c.chunks[e.chunk].buf[e.off:end:end]
+	buf := c.chunks[e.chunk].buf[e.off : e.off+e.size]
+	if !cur.ok || cur.g != g || cur.seq > seq {
+		*cur = cursor{g: g, seq: e.seq, ok: true}
+	}
+	for ; cur.seq < seq; cur.seq++ {
+		cur.pos += wire.MsgLenLen + uint32(binary.BigEndian.Uint16(buf[cur.pos:]))
+	}
+	start := cur.pos + wire.MsgLenLen
+	end := start + uint32(binary.BigEndian.Uint16(buf[cur.pos:]))
+	return buf[start:end:end]
 }
 
 // lookup returns the live session s. c.mu is held.
@@ -702,7 +774,8 @@ func (c *Cache) AppendMessage(dst []byte, s wire.Session, seq wire.Seq) (_ []byt
 	if r == nil {
 		return dst, false
 	}
-	return append(dst, c.entryBytes(g)...), true
+	var cur cursor
+	return append(dst, c.message(g, seq, &cur)...), true
 }
 
 // AppendPacket appends to dst one downstream packet (wire.Encoder) of
@@ -733,12 +806,13 @@ func (c *Cache) AppendPacket(dst []byte, s wire.Session, from wire.Seq, max, pay
 	var enc wire.Encoder
 	enc.Reset(dst, s, from, payloadSize)
 	k := uint64(0)
+	var cur cursor
 	for ; k < n; k++ {
 		g := *r.idx.at(uint64(from) + k)
 		if g == noEntry {
 			break
 		}
-		msg := c.entryBytes(g)
+		msg := c.message(g, from+wire.Seq(k), &cur)
 		if !enc.Fits(len(msg)) {
 			if k == 0 {
 				return dst, 0, fmt.Errorf("retransmit: session %q sequence %d: %d bytes in a %d-byte payload: %w",
@@ -778,7 +852,7 @@ func (c *Cache) Stats() CacheStats {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st := c.st
-	st.Messages = c.gt - c.gh
+	st.Messages = c.msgs
 	st.Bytes = c.used
 	st.ArenaBytes = c.arenaBytes
 	return st

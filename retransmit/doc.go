@@ -13,13 +13,16 @@
 //
 // # Cache
 //
-// The cache is one FIFO of messages shared by all its sessions, bounded by
-// CacheConfig.MaxMessages and CacheConfig.MaxBytes for the whole cache;
-// when either bound is reached the oldest message, whichever its session,
-// is evicted. Three structures hold it:
+// The cache is one FIFO of writes shared by all its sessions: a packet
+// given to SentPacket is one write, all its messages stored and evicted
+// together, and a message given to Add is a write of its own. It is
+// bounded by CacheConfig.MaxMessages and CacheConfig.MaxBytes for the
+// whole cache; when either bound is reached the oldest write, whichever
+// its session, is evicted. Three structures hold it:
 //
-//	chunks  message bytes in a ring of chunks allocated as needed (64 KiB,
-//	        64 KiB, 128 KiB ... then 1 MiB each, up to MaxBytes); a message
+//	chunks  message blocks (a 2-byte length, then the message, as on the
+//	        wire) in a ring of chunks allocated as needed (64 KiB,
+//	        64 KiB, 128 KiB ... then 1 MiB each, up to MaxBytes); a write
 //	        never straddles two chunks: the rest of a chunk is skipped
 //	        instead (that slack counts as used until reclaimed)
 //	        +-----------------+  +-----------------+  +-----------------+
@@ -28,24 +31,33 @@
 //	                 ^ head (oldest)                           ^ tail
 //	        (a41: message 41 of session a; b7: of session b)
 //
-//	log     blocks of 512 entries {chunk, offset, len, session slot}
-//	        numbered g = 0, 1, 2 ... (the FIFO; its oldest entry is evicted first)
+//	log     blocks of 512 entries {first sequence, count, chunk, offset,
+//	        size, session slot}, one per write, numbered g = 0, 1, 2 ...
+//	        (the FIFO; its oldest entry is evicted first)
 //
 //	idx     per session range, blocks of 512 log numbers by sequence:
-//	        idx[seq] = g, for seq in [first, next); noEntry in a hole
+//	        idx[seq] = g, the entry holding seq, for seq in [first, next);
+//	        noEntry in a hole
 //
-// Lookup by sequence is a few array reads (idx, then log) and a copy: O(1).
-// Storage grows one piece at a time and nothing stored ever moves, so a
-// write never waits for the cache to be copied: below MaxBytes a new chunk
-// is linked in after the tail's when the next one still holds live
-// messages; at MaxBytes the ring is fixed and the oldest messages are
-// evicted. Freed log and index blocks are reused. Memory stays below
-// MaxBytes plus about 24 bytes per MaxMessages (16 in the log, 8 in an
-// index; index slots of holes count too, and the oldest messages are
-// evicted to keep them within twice MaxMessages plus 65,536) plus up to
-// 32 KiB per session and 16 KiB; a write waits at most for one piece's
-// allocation (at most about 1 MiB), and once the cache has reached its
-// working size, SentPacket and Add allocate nothing.
+// Storing a packet is one parse (the packet is validated, so that reading
+// its blocks back needs no checks), one copy, one log entry and one index
+// slot per message; evicting it is one step, whatever its message count.
+// Lookup by sequence is a few array reads (idx, then log) and a walk over
+// the length fields of the messages before it in its packet (at most a
+// packet's worth; reading consecutive messages walks each packet once),
+// then a copy. Storage grows one piece at a time and nothing stored ever
+// moves, so a write never waits for the cache to be copied: below
+// MaxBytes a new chunk is linked in after the tail's when the next one
+// still holds live messages; at MaxBytes the ring is fixed and the oldest
+// writes are evicted. A packet of more messages than MaxMessages is stored
+// one message per write, so that the bound holds. Freed log and index
+// blocks are reused. Memory stays below MaxBytes plus 8 bytes per
+// MaxMessages in the index and 32 bytes per write in the log (index slots
+// of holes count too, and the oldest writes are evicted to keep them
+// within twice MaxMessages plus 65,536) plus up to 32 KiB per session and
+// 16 KiB; a write waits at most for one piece's allocation (at most about
+// 1 MiB), and once the cache has reached its working size, SentPacket and
+// Add allocate nothing.
 //
 // # Holes and incarnations
 //

@@ -37,19 +37,20 @@ func ParsePacket(b []byte) (Packet, error) {
 		if uint64(h.Seq)+uint64(h.Count) < uint64(h.Seq) {
 			return Packet{}, ErrSeqOverflow
 		}
+		// One bounds check per message: a message cut short shows as a
+		// length field past the end or, for the last one, as off past it
+		// (off stays below 65,535 × 65,537, no overflow).
 		off := 0
 		for range int(h.Count) {
-			if len(body)-off < MsgLenLen {
+			if off+MsgLenLen > len(body) {
 				return Packet{}, ErrTruncatedMessage
 			}
-			n := int(binary.BigEndian.Uint16(body[off:]))
-			off += MsgLenLen
-			if len(body)-off < n {
-				return Packet{}, ErrTruncatedMessage
-			}
-			off += n
+			off += MsgLenLen + (int(body[off])<<8 | int(body[off+1]))
 		}
-		if off != len(body) {
+		switch {
+		case off > len(body):
+			return Packet{}, ErrTruncatedMessage
+		case off < len(body):
 			return Packet{}, ErrTrailingBytes
 		}
 	}
@@ -89,6 +90,10 @@ func (it *MessageIter) Next() (msg []byte, seq Seq, ok bool) {
 	it.seq++
 	return msg, seq, true
 }
+
+// Rest returns the sequence of the next message and the message blocks
+// (length-prefixed messages) not read yet, without advancing.
+func (it *MessageIter) Rest() (Seq, []byte) { return it.seq, it.body }
 
 // Skip advances past n messages without returning them.
 func (it *MessageIter) Skip(n int) {
