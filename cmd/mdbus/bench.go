@@ -196,6 +196,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	loss := &losses[0] // goals take the first
+	if flagWasSet(fs, "loss") && !*withLoss && mode != "goals" {
+		return usageErr("--loss is used by --with-loss (mdbus again at each loss, beside the lossless case) and by goals: add --with-loss")
+	}
 	var sys []bench.System
 	for _, s := range strings.Split(*systems, ",") {
 		switch strings.TrimSpace(s) {

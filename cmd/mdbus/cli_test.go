@@ -92,6 +92,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"pcap", "import", "f.pcap", "--group", "239.1.1.1:5000", "--speed", "0"}, "--speed 0"},
 		{[]string{"stat", "--count", "1.5"}, "-count"},
 		{[]string{"bench", "latency", "--netns=false", "--subs", "-1"}, "-subs"},
+		{[]string{"bench", "throughput", "--netns=false", "--loss", "0.02"}, "add --with-loss"},
 		{[]string{"rewind", "stray"}, `unexpected argument "stray"`},
 		{[]string{"pub", "--payload", "10"}, "publisher: invalid config: PayloadSize 10"},
 		{[]string{"nope"}, `unknown command "nope"`},

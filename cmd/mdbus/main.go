@@ -271,3 +271,10 @@ func newFlags(name, usageLine, about string) *flag.FlagSet {
 	}
 	return fs
 }
+
+// flagWasSet reports whether the command line set flag name of fs.
+func flagWasSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
