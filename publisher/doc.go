@@ -114,6 +114,13 @@
 //
 // # Full packets leave with the call that filled them
 //
+// A packet is sealed (whole) when the message just added leaves less room
+// than its own length: in a feed of similar sizes the next message would
+// not fit either, so the packet does not wait for it (or for Linger) to
+// find out. A 1,024-byte message thus fills a 1,472-byte packet by
+// itself. A smaller message that would still have fitted goes in the next
+// packet: less than one message's room is given up.
+//
 // By default a Publish or PublishBatch that seals whole packets while the
 // sending role is free sends them itself, all of them (in rounds of
 // BatchPackets) unless another publisher comes meanwhile. Waking the

@@ -105,6 +105,30 @@ func TestFullPacketSentByPublish(t *testing.T) {
 	require.Equal(t, perPacket, got[0].MessageCount())
 }
 
+// TestNearlyFullPacketSentByPublish: with Linger, a packet left with less
+// room than the message just added leaves with that Publish: a 1,024-byte
+// message fills a 1,472-byte packet at once, and 27 messages of 50 bytes
+// leave 48 bytes, too few for a 28th. The packet does not wait for the
+// next message or for Linger to find out.
+func TestNearlyFullPacketSentByPublish(t *testing.T) {
+	netlab.Require(t)
+	for i, tc := range []struct{ size, perPacket int }{{1024, 1}, {50, 27}} {
+		group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.52"), uint16(31520+i))
+		rx := listen(t, group, "lo")
+		p := open(t, publisher.Config{Group: group, Linger: publisher.MaxLinger, HeartbeatInterval: -1})
+		for k := range tc.perPacket {
+			_, err := p.Publish(makeMsg(wire.Seq(k+1), 0, tc.size))
+			require.NoError(t, err)
+		}
+		st := p.Stats()
+		require.EqualValues(t, 1, st.Packets, "size %d: the Publish that left too little room sent the packet", tc.size)
+		require.EqualValues(t, 1, st.InlineSends, "size %d", tc.size)
+		got := rx.data(5*time.Second, wire.Seq(tc.perPacket))
+		require.Len(t, got, 1)
+		require.Equal(t, tc.perPacket, got[0].MessageCount())
+	}
+}
+
 // TestClosedLoopSendsInline: with SendInline, a publisher that sends the next
 // message only when the answer to the previous one came back (a closed
 // loop, as a ping-pong) sends every one of them inline, never through the

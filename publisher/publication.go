@@ -461,8 +461,14 @@ func (p *Publication) appendLocked(msg []byte) (seq wire.Seq, opened bool) {
 	}
 	seq = p.next
 	p.next++
-	if !r.enc.Fits(0) {
-		r.seal() // full: it need not wait for the next message to find out
+	if !r.enc.Fits(len(msg)) {
+		// Full for a message like this one: in a feed of similar sizes the
+		// next one would not fit either, so the packet need not wait for
+		// it to find out (with 1,024-byte messages in 1,472-byte packets,
+		// every packet is full at its first message). A smaller message
+		// that would still have fitted goes in the next packet: less than
+		// one message of room is given up.
+		r.seal()
 	}
 	return seq, opened
 }
