@@ -45,7 +45,11 @@ const (
 )
 
 // CacheConfig bounds a Cache. The zero value of each field is its default.
-// The bounds hold for the Cache as a whole, across all its sessions.
+// The bounds hold for the Cache as a whole, across all its sessions. A
+// negative value is invalid: Validate says which field; the roles that
+// take a CacheConfig in their own configuration refuse it with their
+// configuration error. NewCache, which returns no error, takes a negative
+// value as zero (the default).
 type CacheConfig struct {
 	// MaxMessages is how many messages the cache holds at most. Default
 	// DefaultMaxMessages (1<<20).
@@ -58,6 +62,20 @@ type CacheConfig struct {
 	// beyond it evicts the one written least recently. Default
 	// DefaultMaxSessions (16), at most MaxCacheSessions.
 	MaxSessions int
+}
+
+// Validate returns an error wrapping ErrConfig that names the first
+// negative field of c, nil when c is valid.
+func (c CacheConfig) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxMessages", c.MaxMessages}, {"MaxBytes", c.MaxBytes}, {"MaxSessions", c.MaxSessions}} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: cache %s %d: want a positive value (0: the default)", ErrConfig, f.name, f.v)
+		}
+	}
+	return nil
 }
 
 func (c CacheConfig) withDefaults() CacheConfig {

@@ -44,7 +44,10 @@ var (
 )
 
 // ServerConfig describes a Server. The zero value of every field but
-// Listen and Sources is its default.
+// Listen and Sources is its default. A negative value means "none" (no
+// coalescing, nothing held back) for the fields whose doc says so
+// (CoalesceWindow, MaxDeferred); for every other field a negative value is
+// invalid and NewServer returns an error wrapping ErrConfig that names it.
 type ServerConfig struct {
 	// Listen is the unicast address re-requests come to, for example
 	// 127.0.0.1:0, [::1]:0 or [fd77::1]:0. Answers to unicast requesters
@@ -167,24 +170,43 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 	if c.TTL < 0 || c.TTL > 255 {
 		return c, fmt.Errorf("%w: TTL %d outside [0, 255]", ErrConfig, c.TTL)
 	}
+	// The fields where "none" has no meaning: negative is invalid (see
+	// ServerConfig).
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{
+		{"MaxPerRequest", c.MaxPerRequest < 0},
+		{"MaxRequestBytes", c.MaxRequestBytes < 0},
+		{"RateBytes", !(c.RateBytes >= 0)}, // NaN too
+		{"RequesterRateBytes", !(c.RequesterRateBytes >= 0)},
+		{"Burst", c.Burst < 0},
+		{"MaxRequesters", c.MaxRequesters < 0},
+		{"ReadBuffer", c.ReadBuffer < 0},
+		{"PayloadSize", c.PayloadSize < 0},
+	} {
+		if f.neg {
+			return c, fmt.Errorf("%w: %s is negative: want a positive value (0: the default)", ErrConfig, f.name)
+		}
+	}
 	if c.CoalesceWindow == 0 {
 		c.CoalesceWindow = DefaultCoalesceWindow
 	}
-	if c.MaxPerRequest <= 0 {
+	if c.MaxPerRequest == 0 {
 		c.MaxPerRequest = DefaultMaxPerRequest
 	}
 	c.MaxPerRequest = min(c.MaxPerRequest, wire.MaxCount)
-	c.MaxRequestBytes = max(c.MaxRequestBytes, 0) // newHandler raises it to one packet
-	if c.RateBytes <= 0 {
+	// MaxRequestBytes 0: newHandler raises it to one packet.
+	if c.RateBytes == 0 {
 		c.RateBytes = DefaultRateBytes
 	}
-	if c.RequesterRateBytes <= 0 {
+	if c.RequesterRateBytes == 0 {
 		c.RequesterRateBytes = DefaultRequesterRateBytes
 	}
-	if c.Burst <= 0 {
+	if c.Burst == 0 {
 		c.Burst = DefaultBurst
 	}
-	if c.MaxRequesters <= 0 {
+	if c.MaxRequesters == 0 {
 		c.MaxRequesters = DefaultMaxRequesters
 	}
 	switch {
@@ -196,7 +218,7 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 	if c.PayloadSize != 0 && (c.PayloadSize < wire.MinPayloadSize || c.PayloadSize > wire.MaxPayloadSize) {
 		return c, fmt.Errorf("%w: PayloadSize %d outside [%d, %d]", ErrConfig, c.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
 	}
-	if c.ReadBuffer <= 0 {
+	if c.ReadBuffer == 0 {
 		c.ReadBuffer = DefaultReadBuffer
 	}
 	if c.Logger == nil {
