@@ -190,7 +190,7 @@ func (b *blocks[T]) fill(from, to uint64, v T, pool *[]*[blockLen]T) {
 			b.hold(i, pool)
 		}
 		blk := b.tab[(i/blockLen)&uint64(len(b.tab)-1)]
-		end := min(to, (i/blockLen+1)*blockLen)
+		end := i + min(to-i, blockLen-i%blockLen) // the block's end may be 2^64: no overflow
 		for k := i % blockLen; i < end; i, k = i+1, k+1 {
 			blk[k] = v
 		}
