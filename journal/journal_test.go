@@ -766,14 +766,20 @@ func TestSyncIntervalDurable(t *testing.T) {
 		w, err := j.Create(testSession, testSource, 1)
 		require.NoError(t, err)
 		appendN(t, w, 1, 100)
-		time.Sleep(interval - time.Nanosecond)
-		synctest.Wait()
+		advance(interval - time.Nanosecond)
 		require.Less(t, w.Durable(), wire.Seq(101), "synced before the interval")
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
+		advance(time.Nanosecond)
 		require.Equal(t, wire.Seq(101), w.Durable(), "synced at the interval")
 		require.NoError(t, w.Close())
 	})
+}
+
+// advance moves a bubble's clock on by d and returns once every goroutine
+// of the bubble is blocked again: the timers due by then have fired and
+// what they started is done. Call it only in a bubble.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
 }
 
 // TestLiveReader follows a stream while another goroutine writes it,
