@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,16 +95,19 @@ func TestReplayCLIPaces(t *testing.T) {
 	require.InDelta(t, 49*time.Millisecond, el, float64(20*time.Millisecond))
 
 	// --loop alone: until interrupted, one banner.
-	cmd := exec.Command(bin, "replay", "--journal", src, "--progress", "0", "--group", group, "--loop", "--max")
+	cmd := exec.Command(bin, "replay", "--journal", src, "--progress", "10ms", "--group", group, "--loop", "--max")
+	var mu sync.Mutex
 	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	cmd.Stdout, cmd.Stderr = lockedWriter{&mu, &buf}, lockedWriter{&mu, &buf}
 	require.NoError(t, cmd.Start())
-	// Real time, bounded: the binary says how many passes it made only
-	// when it ends, and nothing outside it counts them. At --max a pass of
-	// 200 messages takes about a millisecond, so a second holds hundreds
-	// where the test needs two (a loaded CI host is not a hundred times
-	// slower).
-	time.Sleep(time.Second)
+	// The progress lines name the pass under way: the interrupt comes
+	// once a second pass has begun.
+	second := regexp.MustCompile(`, pass ([2-9]|\d{2,}),`)
+	waitFor(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return second.Match(buf.Bytes())
+	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	require.NoError(t, cmd.Wait())
 	out = buf.String()
