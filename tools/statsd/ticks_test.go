@@ -112,7 +112,7 @@ func TestIntervalWrittenAtItsEnd(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				pause += rng.Int64N(int64(25 * time.Second)) // an idle stretch
 			}
-			time.Sleep(time.Duration(pause))
+			time.Sleep(time.Duration(pause)) // on the bubble's clock
 		}
 		synctest.Wait()
 		cancel()
