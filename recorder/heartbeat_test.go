@@ -96,7 +96,7 @@ func TestRewinderHeartbeatsSilentSessions(t *testing.T) {
 		advance(every) // t = 2 s: both silent, A again
 		require.Equal(t, map[wire.Session]wire.Seq{sessA: 11, sessB: 21}, heartbeatsSent(t, rx))
 		advance(every / 2)
-		feed(sessA, 11) // t = 2.5 s: A speaks
+		feed(sessA, 11)    // t = 2.5 s: A speaks
 		advance(every / 2) // t = 3 s: A spoke 0.5 s ago
 		require.Equal(t, map[wire.Session]wire.Seq{sessB: 21}, heartbeatsSent(t, rx))
 		advance(every) // t = 4 s
