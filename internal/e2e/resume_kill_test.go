@@ -124,30 +124,11 @@ func TestAcceptanceResumeKill(t *testing.T) {
 		_ = cmd.Wait()
 		t.Logf("kill %d at %v", k+1, time.Now().Format("15:04:05.000"))
 	}
-	ready := filepath.Join(dir, "out.ready")
-	if err := os.Remove(ready); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	final := start()
-	require.True(t, poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }), "final consumer did not start")
-	select {
-	case err := <-published:
-		require.NoError(t, err)
-	case <-time.After(3*span + 60*time.Second):
-		t.Fatal("publishing did not finish")
-	}
+	final := startReady(t, "TestChildConsumer", env, filepath.Join(dir, "out.ready"))
+	awaitPublished(t, published, 3*span+60*time.Second)
 	t.Logf("published %d messages", n)
 	require.NoError(t, pub.Close()) // end of session: the final consumer exits after it
-	exited := make(chan error, 1)
-	go func() { exited <- final.Wait() }()
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "final consumer")
-	case <-time.After(30 * time.Second):
-		final.Process.Kill()
-		<-exited
-		t.Fatal("final consumer did not finish")
-	}
+	require.NoError(t, awaitExit(t, final, 30*time.Second, "final consumer did not finish"), "final consumer")
 
 	// The output holds every sequence once, in order, byte-identical.
 	b, err := os.ReadFile(filepath.Join(dir, "out"))

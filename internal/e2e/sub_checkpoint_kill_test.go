@@ -92,24 +92,11 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 		b, _ := os.ReadFile(logPath)
 		return bytes.Contains(b, []byte("mdbus sub: start"))
 	}), "final run did not start")
-	select {
-	case err := <-published:
-		require.NoError(t, err)
-	case <-time.After(3*span + 60*time.Second):
-		t.Fatal("publishing did not finish")
-	}
+	awaitPublished(t, published, 3*span+60*time.Second)
 	require.NoError(t, pub.Close()) // end of session: the final run exits after it (--exit-on-end)
-	exited := make(chan error, 1)
-	go func() { exited <- final.Wait() }()
-	select {
-	case err := <-exited:
-		b, _ := os.ReadFile(logPath)
-		require.NoError(t, err, "final run: %s", b)
-	case <-time.After(60 * time.Second):
-		final.Process.Kill()
-		<-exited
-		t.Fatal("final run did not end at the end of session")
-	}
+	err = awaitExit(t, final, 60*time.Second, "final run did not end at the end of session")
+	b, _ := os.ReadFile(logPath)
+	require.NoError(t, err, "final run: %s", b)
 
 	// Every sequence 1..n is in some run's stdout ("SUBKILL SEQ HEX" lines;
 	// a run killed mid-line leaves a torn last line, which is ignored).
