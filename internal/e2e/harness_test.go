@@ -84,6 +84,19 @@ func deepRetransmitter(t *testing.T) (*retransmit.Cache, *retransmit.Server) {
 	return cache, srv
 }
 
+// killFeed is the feed of the tests that kill a process under it: the
+// publisher of session on group at rate messages/s, caching everything in
+// a deepRetransmitter, closed by the test's cleanup.
+func killFeed(t *testing.T, group netip.AddrPort, session string, rate float64) (*publisher.Publication, *retransmit.Server) {
+	t.Helper()
+	cache, srv := deepRetransmitter(t)
+	pub, err := publisher.New(publisher.Config{Group: group, Session: session, Sinks: []publisher.Sink{cache},
+		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { pub.Close() })
+	return pub, srv
+}
+
 // childFields returns the fields ("a|b|c") that a parent test passed to
 // its child process in the environment variable env, skipping the test
 // when it is not such a child (the variable is unset): a child process is

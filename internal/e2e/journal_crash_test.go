@@ -19,7 +19,6 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/journal"
-	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
@@ -62,7 +61,9 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 	rate := float64(scale(50_000, 20_000))
 	const kills = 20
 	group := netip.MustParseAddrPort("239.192.29.1:32100")
-	cache, srv := deepRetransmitter(t)
+	// The publisher sends nothing but heartbeats until the first
+	// recorder is up (publishSynth below).
+	pub, srv := killFeed(t, group, "CRASHREC", rate)
 	dir := filepath.Join(t.TempDir(), "journal")
 	ready := dir + ".ready"
 	env := envChildRecorder + "=" + strings.Join([]string{group.String(), srv.Addr().String(), dir}, "|")
@@ -106,10 +107,6 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 	}
 
 	cmd := start()
-	pub, err := publisher.New(publisher.Config{Group: group, Session: "CRASHREC", Sinks: []publisher.Sink{cache},
-		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	defer pub.Close()
 	var count atomic.Int64                          // messages published so far
 	published := publishSynth(pub, seed, n, &count) // sent, in order
 	rng := rand.New(rand.NewPCG(seed, 20))

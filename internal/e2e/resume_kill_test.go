@@ -17,7 +17,6 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
-	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/resume"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -97,11 +96,7 @@ func TestAcceptanceResumeKill(t *testing.T) {
 	rate := float64(scale(100_000, 20_000))
 	const kills = 10
 	group := netip.MustParseAddrPort("239.192.26.1:32070")
-	cache, srv := deepRetransmitter(t)
-	pub, err := publisher.New(publisher.Config{Group: group, Session: "RESUMEKILL", Sinks: []publisher.Sink{cache},
-		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	defer pub.Close()
+	pub, srv := killFeed(t, group, "RESUMEKILL", rate)
 
 	dir := t.TempDir()
 	env := envChildConsumer + "=" + strings.Join([]string{group.String(), srv.Addr().String(),

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
-	"github.com/mdbus/mdbus/publisher"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,11 +31,7 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 	const kills = 10
 	bin := buildMdbus(t)
 	group := netip.MustParseAddrPort("239.192.26.2:32071")
-	cache, srv := deepRetransmitter(t)
-	pub, err := publisher.New(publisher.Config{Group: group, Session: "SUBKILL", Sinks: []publisher.Sink{cache},
-		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	defer pub.Close()
+	pub, srv := killFeed(t, group, "SUBKILL", rate)
 
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "ckpt")
@@ -94,7 +89,7 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 	}), "final run did not start")
 	awaitPublished(t, published, 3*span+60*time.Second)
 	require.NoError(t, pub.Close()) // end of session: the final run exits after it (--exit-on-end)
-	err = awaitExit(t, final, 60*time.Second, "final run did not end at the end of session")
+	err := awaitExit(t, final, 60*time.Second, "final run did not end at the end of session")
 	b, _ := os.ReadFile(logPath)
 	require.NoError(t, err, "final run: %s", b)
 
