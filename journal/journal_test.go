@@ -62,6 +62,17 @@ func openJ(t testing.TB, dir string, cfg Config) *Journal {
 	return j
 }
 
+// closedStream writes n messages of seed (appendN) to a new stream of
+// testSession from sequence 1, closes its writer and returns its ID.
+func closedStream(t testing.TB, j *Journal, seed uint64, n int) StreamID {
+	t.Helper()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, seed, n)
+	require.NoError(t, w.Close())
+	return w.ID()
+}
+
 func appendN(t testing.TB, w *Writer, seed uint64, n int) {
 	t.Helper()
 	var buf []byte
@@ -269,11 +280,7 @@ func newestSeg(t *testing.T, j *Journal, id StreamID) string {
 func TestTornTail(t *testing.T) {
 	base := t.TempDir()
 	j := openJ(t, base, Config{Sync: SyncNone})
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 4, 50)
-	require.NoError(t, w.Close())
-	id := w.ID()
+	id := closedStream(t, j, 4, 50)
 	path := newestSeg(t, j, id)
 	require.NoError(t, j.Close())
 	orig, err := os.ReadFile(path)
@@ -330,11 +337,7 @@ func TestCorruptMidSegment(t *testing.T) {
 		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) {
 			dir := t.TempDir()
 			j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes})
-			w, err := j.Create(testSession, testSource, 1)
-			require.NoError(t, err)
-			appendN(t, w, 5, 8000)
-			require.NoError(t, w.Close())
-			id := w.ID()
+			id := closedStream(t, j, 5, 8000)
 			st := j.find(id)
 			require.Greater(t, len(st.segs), 1)
 			seg := st.segs[len(st.segs)-1]
@@ -384,16 +387,13 @@ func TestHugeLength(t *testing.T) {
 	// In a sealed segment: corruption, reported without allocating 4 GiB.
 	dir := t.TempDir()
 	j := openJ(t, dir, Config{Sync: SyncNone})
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 6, 10)
-	require.NoError(t, w.Close())
-	path := newestSeg(t, j, w.ID())
+	id := closedStream(t, j, 6, 10)
+	path := newestSeg(t, j, id)
 	require.NoError(t, j.Close())
 	rewrite(t, path, func(b []byte) { binary.LittleEndian.PutUint32(b[SegmentHeaderLen:], 0xFFFFFFFF) })
 	j = openJ(t, dir, Config{})
 	defer j.Close()
-	_, last := readToCorrupt(t, j, w.ID(), path, SegmentHeaderLen, nil)
+	_, last := readToCorrupt(t, j, id, path, SegmentHeaderLen, nil)
 	require.Zero(t, last, "the first record is the bad one")
 }
 
@@ -541,14 +541,11 @@ func TestCompress(t *testing.T) {
 func TestBackgroundCompression(t *testing.T) {
 	j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, Compress: true})
 	defer j.Close()
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 2, 30000)
-	require.NoError(t, w.Close())
+	id := closedStream(t, j, 2, 30000)
 	assert.Eventually(t, func() bool { in := j.Streams()[0]; return in.Compressed == in.Segments-1 }, 30*time.Second, 10*time.Millisecond)
 	in := j.Streams()[0]
 	require.Equal(t, in.Segments-1, in.Compressed)
-	checkStream(t, j, w.ID(), 2, 1, 30001)
+	checkStream(t, j, id, 2, 1, 30001)
 }
 
 func TestRetention(t *testing.T) {
@@ -647,11 +644,7 @@ func TestVerifyRepair(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes})
-			w, err := j.Create(testSession, testSource, 1)
-			require.NoError(t, err)
-			appendN(t, w, 9, 10000)
-			require.NoError(t, w.Close())
-			id := w.ID()
+			id := closedStream(t, j, 9, 10000)
 			if c.compact {
 				_, err := j.Compact()
 				require.NoError(t, err)
@@ -717,7 +710,7 @@ func TestVerifyRepair(t *testing.T) {
 			_, err = r.Next()
 			require.Equal(t, io.EOF, err)
 			require.NoError(t, r.Close())
-			w, err = j.Resume(id)
+			w, err := j.Resume(id)
 			require.NoError(t, err)
 			appendN(t, w, 9, 10)
 			require.NoError(t, w.Close())
