@@ -83,22 +83,8 @@ func BenchmarkFanoutRingReaders(b *testing.B) {
 	b.ReportAllocs()
 	res := make([]readerResult, readers)
 	var wg sync.WaitGroup
-	var rds []*Reader
 	n := uint64(b.N)
-	for i := range readers {
-		res[i].lat = make([]int64, 0, n/64+1)
-		var rd *Reader
-		var err error
-		rd, err = NewReader(ReaderConfig{Path: r.Path(), OnMessage: func(m subscriber.Message) {
-			res[i].on(m, rd)
-			if uint64(m.Seq) == n {
-				wg.Done()
-			}
-		}})
-		require.NoError(b, err)
-		rds = append(rds, rd)
-		wg.Add(1)
-	}
+	rds := openReaders(b, ReaderConfig{Path: r.Path()}, res, n, &wg, nil)
 	b.ResetTimer()
 	start := time.Now()
 	for s := uint64(1); s <= n; s++ {
@@ -107,11 +93,45 @@ func BenchmarkFanoutRingReaders(b *testing.B) {
 	writeDur := time.Since(start)
 	wg.Wait()
 	b.StopTimer()
+	closeReaders(rds)
+	report(b, res, rds)
+	b.ReportMetric(float64(n)/writeDur.Seconds(), "writer-msgs/s")
+}
+
+// openReaders opens one Reader per result with cfg, whose OnMessage it
+// sets: hook (when set) runs first, the message is recorded in the
+// reader's result, and message n marks wg done. Each result's latency
+// samples are sized for n messages. The caller closes the readers
+// (closeReaders).
+func openReaders(b *testing.B, cfg ReaderConfig, res []readerResult, n uint64, wg *sync.WaitGroup, hook func(i int, m subscriber.Message)) []*Reader {
+	b.Helper()
+	var rds []*Reader
+	for i := range res {
+		res[i].lat = make([]int64, 0, n/64+1)
+		var rd *Reader
+		c := cfg
+		c.OnMessage = func(m subscriber.Message) {
+			if hook != nil {
+				hook(i, m)
+			}
+			res[i].on(m, rd)
+			if uint64(m.Seq) == n {
+				wg.Done()
+			}
+		}
+		var err error
+		rd, err = NewReader(c)
+		require.NoError(b, err)
+		rds = append(rds, rd)
+		wg.Add(1)
+	}
+	return rds
+}
+
+func closeReaders(rds []*Reader) {
 	for _, rd := range rds {
 		rd.Close()
 	}
-	report(b, res, rds)
-	b.ReportMetric(float64(n)/writeDur.Seconds(), "writer-msgs/s")
 }
 
 type readerResult struct {
@@ -194,20 +214,8 @@ func BenchmarkFanoutFeed(b *testing.B) {
 					Path: filepath.Join(shmDir(b), "feed.ring")})
 				require.NoError(b, err)
 				defer func() { b.ReportMetric(float64(w.Subscriber().Stats().LostMessages), "writer-lost"); w.Close() }()
-				for i := range res {
-					var rd *Reader
-					rd, err = NewReader(ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(), Spin: benchSpin,
-						OnMessage: func(m subscriber.Message) {
-							res[i].on(m, rd)
-							if uint64(m.Seq) == n {
-								wg.Done()
-							}
-						}})
-					require.NoError(b, err)
-					defer rd.Close()
-					rds = append(rds, rd)
-					wg.Add(1)
-				}
+				rds = openReaders(b, ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(), Spin: benchSpin}, res, n, &wg, nil)
+				defer closeReaders(rds)
 			} else {
 				for i := range res {
 					s, err := subscriber.New(subscriber.Config{Group: group, StartSeq: 1, Recovery: subscriber.Recovery{Retransmitter: f.srv.Addr()}, Receive: subscriber.Receive{ReadBuffer: rcvbuf},
@@ -274,33 +282,16 @@ func benchStall(b *testing.B, i int, stall time.Duration) {
 	defer w.Close()
 	const n = rate * secs
 	res := make([]readerResult, 4)
-	var rds []*Reader
 	var wg sync.WaitGroup
-	release := make(chan struct{})
-	var once sync.Once
-	for i := range res {
-		res[i].lat = make([]int64, 0, n/64+1)
-		var rd *Reader
-		rd, err = NewReader(ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(), Spin: benchSpin,
-			OnMessage: func(m subscriber.Message) {
-				if i == 0 && m.Seq == rate/2 && stall > 0 {
-					once.Do(func() {
-						// Real time on purpose: a reader away for stall on the
-						// wall clock, while the feed runs at its rate, is what is measured.
-						go func() { time.Sleep(stall); close(release) }()
-						<-release
-					})
-				}
-				res[i].on(m, rd)
-				if uint64(m.Seq) == n {
-					wg.Done()
-				}
-			}})
-		require.NoError(b, err)
-		defer rd.Close()
-		rds = append(rds, rd)
-		wg.Add(1)
-	}
+	rds := openReaders(b, ReaderConfig{Path: w.Path(), StartSeq: 1, Retransmitter: f.srv.Addr(), Spin: benchSpin}, res, n, &wg,
+		func(i int, m subscriber.Message) {
+			if i == 0 && m.Seq == rate/2 && stall > 0 {
+				// Real time on purpose: a reader away for stall on the wall
+				// clock, while the feed runs at its rate, is what is measured.
+				time.Sleep(stall)
+			}
+		})
+	defer closeReaders(rds)
 	data := make([]byte, 64)
 	b.SetBytes(64)
 	b.ResetTimer()

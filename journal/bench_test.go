@@ -122,17 +122,22 @@ func (r *rawFiles) close() { r.f.Close() }
 // BenchmarkRawWrite writes the same framed bytes as BenchmarkAppend, one
 // os.File.Write per record, into files of the segment size.
 func BenchmarkRawWrite(b *testing.B) {
+	rawWrites(b, appendMessage(nil, 1, 1, make([]byte, benchMsgLen), PacketUnknown), 1)
+}
+
+// rawWrites writes chunk, framed bytes of per records, once per op with
+// rawFiles, and reports the rate in records.
+func rawWrites(b *testing.B, chunk []byte, per int) {
 	raw := newRawFiles(b)
 	defer raw.close()
-	frame := appendMessage(nil, 1, 1, make([]byte, benchMsgLen), PacketUnknown)
-	b.SetBytes(int64(len(frame)))
+	b.SetBytes(int64(len(chunk)))
 	b.ReportAllocs()
 	resetTimer(b)
 	for i := 0; i < b.N; i++ {
-		raw.write(frame)
+		raw.write(chunk)
 	}
 	b.StopTimer()
-	reportRate(b, b.N)
+	reportRate(b, b.N*per)
 }
 
 // BenchmarkAppendPacket appends full 1472-byte packets of 64-byte
@@ -165,21 +170,12 @@ func BenchmarkAppendPacket(b *testing.B) {
 }
 
 func BenchmarkRawWritePacket(b *testing.B) {
-	raw := newRawFiles(b)
-	defer raw.close()
 	per := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (benchMsgLen + wire.MsgLenLen)
 	var chunk []byte
 	for k := range per {
 		chunk = appendMessage(chunk, wire.Seq(k+1), 1, make([]byte, benchMsgLen), PacketUnknown)
 	}
-	b.SetBytes(int64(len(chunk)))
-	b.ReportAllocs()
-	resetTimer(b)
-	for i := 0; i < b.N; i++ {
-		raw.write(chunk)
-	}
-	b.StopTimer()
-	reportRate(b, b.N*per)
+	rawWrites(b, chunk, per)
 }
 
 const replayMsgs = 600_000 // one 64 MiB segment: Replay and RawRead read the same file

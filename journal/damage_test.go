@@ -23,11 +23,7 @@ func damagedJournal(t *testing.T, cfg Config) (dir, sdir string, segs []string) 
 	dir = t.TempDir()
 	cfg.Sync, cfg.SegmentBytes = SyncNone, MinSegmentBytes
 	j := openJ(t, dir, cfg)
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 4, 12_000)
-	require.NoError(t, w.Close())
-	infos, err := j.Segments(w.ID())
+	infos, err := j.Segments(closedStream(t, j, 4, 12_000))
 	require.NoError(t, err)
 	for _, s := range infos {
 		segs = append(segs, s.Path)

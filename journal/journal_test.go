@@ -62,6 +62,17 @@ func openJ(t testing.TB, dir string, cfg Config) *Journal {
 	return j
 }
 
+// closedStream writes n messages of seed (appendN) to a new stream of
+// testSession from sequence 1, closes its writer and returns its ID.
+func closedStream(t testing.TB, j *Journal, seed uint64, n int) StreamID {
+	t.Helper()
+	w, err := j.Create(testSession, testSource, 1)
+	require.NoError(t, err)
+	appendN(t, w, seed, n)
+	require.NoError(t, w.Close())
+	return w.ID()
+}
+
 func appendN(t testing.TB, w *Writer, seed uint64, n int) {
 	t.Helper()
 	var buf []byte
@@ -269,11 +280,7 @@ func newestSeg(t *testing.T, j *Journal, id StreamID) string {
 func TestTornTail(t *testing.T) {
 	base := t.TempDir()
 	j := openJ(t, base, Config{Sync: SyncNone})
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 4, 50)
-	require.NoError(t, w.Close())
-	id := w.ID()
+	id := closedStream(t, j, 4, 50)
 	path := newestSeg(t, j, id)
 	require.NoError(t, j.Close())
 	orig, err := os.ReadFile(path)
@@ -330,11 +337,7 @@ func TestCorruptMidSegment(t *testing.T) {
 		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) {
 			dir := t.TempDir()
 			j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes})
-			w, err := j.Create(testSession, testSource, 1)
-			require.NoError(t, err)
-			appendN(t, w, 5, 8000)
-			require.NoError(t, w.Close())
-			id := w.ID()
+			id := closedStream(t, j, 5, 8000)
 			st := j.find(id)
 			require.Greater(t, len(st.segs), 1)
 			seg := st.segs[len(st.segs)-1]
@@ -342,38 +345,16 @@ func TestCorruptMidSegment(t *testing.T) {
 				seg = st.segs[0]
 			}
 			require.NoError(t, j.Close())
-			b, err := os.ReadFile(seg.path)
+			written, err := os.Stat(seg.path)
 			require.NoError(t, err)
-			// Find the record of sequence seg.first+100 and flip a byte of its message.
-			off := int64(SegmentHeaderLen)
-			for i := 0; i < 100; i++ {
-				fr, _ := decodeFrame(b[off:])
-				off += int64(fr.n)
-			}
-			b[off+RecordHeaderLen+msgFixedLen+2] ^= 0x40
-			require.NoError(t, os.WriteFile(seg.path, b, 0o644))
+			off := flipMessageByte(t, seg.path, 100) // the record of seg.first+100
 
 			j = openJ(t, dir, Config{})
 			defer j.Close()
 			require.Empty(t, j.TornTails())
-			r, err := j.OpenReader(id)
-			require.NoError(t, err)
-			defer r.Close()
-			var got wire.Seq
-			for {
-				rec, err := r.Next()
-				if err != nil {
-					var ce *CorruptError
-					require.ErrorAs(t, err, &ce)
-					require.ErrorIs(t, err, ErrCorrupt)
-					require.Equal(t, seg.path, ce.Path)
-					require.Equal(t, off, ce.Offset)
-					require.Contains(t, err.Error(), seg.path)
-					break
-				}
+			r, got := readToCorrupt(t, j, id, seg.path, off, func(rec Record) {
 				require.Equal(t, msgFor(nil, 5, rec.Seq), rec.Data)
-				got = rec.Seq
-			}
+			})
 			require.Equal(t, seg.first+99, got, "stopped right before the bad record")
 			_, err = r.Next()
 			require.ErrorIs(t, err, ErrCorrupt, "sticky")
@@ -388,7 +369,7 @@ func TestCorruptMidSegment(t *testing.T) {
 				require.ErrorIs(t, err, ErrCorrupt, "no appends after corruption in the newest segment")
 				fi, err := os.Stat(seg.path)
 				require.NoError(t, err)
-				require.Equal(t, int64(len(b)), fi.Size(), "acknowledged data never cut")
+				require.Equal(t, written.Size(), fi.Size(), "acknowledged data never cut")
 			}
 		})
 	}
@@ -406,25 +387,14 @@ func TestHugeLength(t *testing.T) {
 	// In a sealed segment: corruption, reported without allocating 4 GiB.
 	dir := t.TempDir()
 	j := openJ(t, dir, Config{Sync: SyncNone})
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 6, 10)
-	require.NoError(t, w.Close())
-	path := newestSeg(t, j, w.ID())
+	id := closedStream(t, j, 6, 10)
+	path := newestSeg(t, j, id)
 	require.NoError(t, j.Close())
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	binary.LittleEndian.PutUint32(data[SegmentHeaderLen:], 0xFFFFFFFF)
-	require.NoError(t, os.WriteFile(path, data, 0o644))
+	rewrite(t, path, func(b []byte) { binary.LittleEndian.PutUint32(b[SegmentHeaderLen:], 0xFFFFFFFF) })
 	j = openJ(t, dir, Config{})
 	defer j.Close()
-	r, err := j.OpenReader(w.ID())
-	require.NoError(t, err)
-	defer r.Close()
-	_, err = r.Next()
-	var ce *CorruptError
-	require.ErrorAs(t, err, &ce)
-	require.Equal(t, int64(SegmentHeaderLen), ce.Offset)
+	_, last := readToCorrupt(t, j, id, path, SegmentHeaderLen, nil)
+	require.Zero(t, last, "the first record is the bad one")
 }
 
 func TestOtherSession(t *testing.T) {
@@ -560,42 +530,22 @@ func TestCompress(t *testing.T) {
 	require.NoError(t, j.Close())
 
 	// A flipped byte in a compressed block: a CorruptError naming the file.
-	b, err := os.ReadFile(first.path)
-	require.NoError(t, err)
 	boff := first.idx[1].off
-	b[boff+blockHdrLen+10] ^= 0x10
-	require.NoError(t, os.WriteFile(first.path, b, 0o644))
+	rewrite(t, first.path, func(b []byte) { b[boff+blockHdrLen+10] ^= 0x10 })
 	j = openJ(t, dir, Config{})
 	defer j.Close()
-	r, err := j.OpenReader(id)
-	require.NoError(t, err)
-	defer r.Close()
-	var last wire.Seq
-	for {
-		rec, err := r.Next()
-		if err != nil {
-			var ce *CorruptError
-			require.ErrorAs(t, err, &ce)
-			require.Equal(t, first.path, ce.Path)
-			require.Equal(t, boff, ce.Offset)
-			break
-		}
-		last = rec.Seq
-	}
+	_, last := readToCorrupt(t, j, id, first.path, boff, nil)
 	require.Equal(t, first.idx[1].seq-1, last)
 }
 
 func TestBackgroundCompression(t *testing.T) {
 	j := openJ(t, t.TempDir(), Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes, Compress: true})
 	defer j.Close()
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 2, 30000)
-	require.NoError(t, w.Close())
+	id := closedStream(t, j, 2, 30000)
 	assert.Eventually(t, func() bool { in := j.Streams()[0]; return in.Compressed == in.Segments-1 }, 30*time.Second, 10*time.Millisecond)
 	in := j.Streams()[0]
 	require.Equal(t, in.Segments-1, in.Compressed)
-	checkStream(t, j, w.ID(), 2, 1, 30001)
+	checkStream(t, j, id, 2, 1, 30001)
 }
 
 func TestRetention(t *testing.T) {
@@ -636,17 +586,54 @@ func TestRetention(t *testing.T) {
 // flipMessageByte flips a byte in the message of the k-th record of an
 // uncompressed segment and returns the record's offset.
 func flipMessageByte(t *testing.T, path string, k int) int64 {
+	off := int64(SegmentHeaderLen)
+	rewrite(t, path, func(b []byte) {
+		for range k {
+			fr, st := decodeFrame(b[off:])
+			require.Equal(t, frameOK, st)
+			off += int64(fr.n)
+		}
+		b[off+RecordHeaderLen+msgFixedLen+1] ^= 0x01
+	})
+	return off
+}
+
+// rewrite applies change to the bytes of the file at path, in place.
+func rewrite(t *testing.T, path string, change func(b []byte)) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	off := int64(SegmentHeaderLen)
-	for range k {
-		fr, st := decodeFrame(b[off:])
-		require.Equal(t, frameOK, st)
-		off += int64(fr.n)
-	}
-	b[off+RecordHeaderLen+msgFixedLen+1] ^= 0x01
+	change(b)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
-	return off
+}
+
+// readToCorrupt reads id from its start, calling each (when set) on every
+// record, until the reader reports corruption, which must be a
+// *CorruptError matching ErrCorrupt that names path and offset off. It
+// returns the reader (closed when the test ends) and the last sequence
+// read, 0 for none.
+func readToCorrupt(t *testing.T, j *Journal, id StreamID, path string, off int64, each func(Record)) (*Reader, wire.Seq) {
+	t.Helper()
+	r, err := j.OpenReader(id)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	var last wire.Seq
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.Equal(t, path, ce.Path)
+			require.Equal(t, off, ce.Offset)
+			require.Contains(t, err.Error(), path)
+			return r, last
+		}
+		if each != nil {
+			each(rec)
+		}
+		last = rec.Seq
+	}
 }
 
 func TestVerifyRepair(t *testing.T) {
@@ -657,11 +644,7 @@ func TestVerifyRepair(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			j := openJ(t, dir, Config{Sync: SyncNone, SegmentBytes: MinSegmentBytes})
-			w, err := j.Create(testSession, testSource, 1)
-			require.NoError(t, err)
-			appendN(t, w, 9, 10000)
-			require.NoError(t, w.Close())
-			id := w.ID()
+			id := closedStream(t, j, 9, 10000)
 			if c.compact {
 				_, err := j.Compact()
 				require.NoError(t, err)
@@ -676,11 +659,8 @@ func TestVerifyRepair(t *testing.T) {
 			sealed := segs[1]
 			var sealedOff int64
 			if c.compact {
-				b, err := os.ReadFile(sealed.Path)
-				require.NoError(t, err)
 				sealedOff = int64(SegmentHeaderLen)
-				b[sealedOff+blockHdrLen+40] ^= 0x20 // the first block
-				require.NoError(t, os.WriteFile(sealed.Path, b, 0o644))
+				rewrite(t, sealed.Path, func(b []byte) { b[sealedOff+blockHdrLen+40] ^= 0x20 }) // the first block
 			} else {
 				sealedOff = flipMessageByte(t, sealed.Path, 30)
 			}
@@ -730,7 +710,7 @@ func TestVerifyRepair(t *testing.T) {
 			_, err = r.Next()
 			require.Equal(t, io.EOF, err)
 			require.NoError(t, r.Close())
-			w, err = j.Resume(id)
+			w, err := j.Resume(id)
 			require.NoError(t, err)
 			appendN(t, w, 9, 10)
 			require.NoError(t, w.Close())
@@ -766,14 +746,20 @@ func TestSyncIntervalDurable(t *testing.T) {
 		w, err := j.Create(testSession, testSource, 1)
 		require.NoError(t, err)
 		appendN(t, w, 1, 100)
-		time.Sleep(interval - time.Nanosecond)
-		synctest.Wait()
+		advance(interval - time.Nanosecond)
 		require.Less(t, w.Durable(), wire.Seq(101), "synced before the interval")
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
+		advance(time.Nanosecond)
 		require.Equal(t, wire.Seq(101), w.Durable(), "synced at the interval")
 		require.NoError(t, w.Close())
 	})
+}
+
+// advance moves a bubble's clock on by d and returns once every goroutine
+// of the bubble is blocked again: the timers due by then have fired and
+// what they started is done. Call it only in a bubble.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
 }
 
 // TestLiveReader follows a stream while another goroutine writes it,

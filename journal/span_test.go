@@ -15,11 +15,7 @@ import (
 func TestSpan(t *testing.T) {
 	j := openJ(t, t.TempDir(), Config{Sync: SyncNone})
 	defer j.Close()
-	w, err := j.Create(testSession, testSource, 1)
-	require.NoError(t, err)
-	appendN(t, w, 9, 100) // 1..100 at tsFor(seq)
-	require.NoError(t, w.Close())
-	id := w.ID()
+	id := closedStream(t, j, 9, 100) // 1..100 at tsFor(seq)
 	var info StreamInfo
 	for _, in := range j.Streams() {
 		info = in
@@ -62,7 +58,7 @@ func TestSpan(t *testing.T) {
 			require.Equal(t, tc.lastTime, lt, "last time")
 		})
 	}
-	_, err = j.OpenSpan(id, Span{From: 500})
+	_, err := j.OpenSpan(id, Span{From: 500})
 	require.Error(t, err, "a start beyond the stream")
 	_, err = j.OpenSpan(wire.StreamID{Session: testSession, Incarnation: 7}, Span{})
 	require.ErrorIs(t, err, ErrNotFound)

@@ -194,6 +194,30 @@ func (c *linuxTimerClock) Sleep(_ context.Context, d time.Duration) error {
 }
 func (c *linuxTimerClock) Yield() { c.now += int64(time.Microsecond) }
 
+// worstLate replays recs with cfg, whose Clock reads *now, and returns
+// how late the latest message left against its target (the first
+// message's moment plus its offset in the recording); an early message
+// fails the test.
+func worstLate(t *testing.T, cfg Config, now *int64, recs []journal.Record) time.Duration {
+	t.Helper()
+	var start int64
+	var worst time.Duration
+	_, err := Run(context.Background(), cfg, Options{
+		Open: func() (Source, error) { return &sliceSource{recs: recs}, nil },
+		Emit: func(r journal.Record) error {
+			if start == 0 {
+				start = *now
+			}
+			late := time.Duration(*now - (start + r.Time - recs[0].Time))
+			require.GreaterOrEqual(t, late, time.Duration(0), "seq %d early", r.Seq)
+			worst = max(worst, late)
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	return worst
+}
+
 // TestPacerTimerResolution (issue 19, acceptance 5): with timers that
 // wake ~1.1 ms after any short sleep, the default pacer still emits every
 // message within one spin step of its target, because it never sleeps
@@ -202,23 +226,7 @@ func (c *linuxTimerClock) Yield() { c.now += int64(time.Microsecond) }
 func TestPacerTimerResolution(t *testing.T) {
 	worst := func(spin time.Duration) time.Duration {
 		clk := &linuxTimerClock{now: 1, rng: rand.New(rand.NewPCG(1, 2))}
-		recs := records(20_000, 3*time.Millisecond, 4)
-		var start int64
-		var w time.Duration
-		_, err := Run(context.Background(), Config{Clock: clk, Spin: spin}, Options{
-			Open: func() (Source, error) { return &sliceSource{recs: recs}, nil },
-			Emit: func(r journal.Record) error {
-				if start == 0 {
-					start = clk.now
-				}
-				late := time.Duration(clk.now - (start + r.Time - recs[0].Time))
-				require.GreaterOrEqual(t, late, time.Duration(0), "seq %d early", r.Seq)
-				w = max(w, late)
-				return nil
-			},
-		})
-		require.NoError(t, err)
-		return w
+		return worstLate(t, Config{Clock: clk, Spin: spin}, &clk.now, records(20_000, 3*time.Millisecond, 4))
 	}
 	require.LessOrEqual(t, worst(0), time.Microsecond, "default spin")
 	require.Greater(t, worst(200*time.Microsecond), 500*time.Microsecond, "the model must be able to fail")
@@ -364,21 +372,7 @@ func (c *preciseClock) Yield() { c.yields++; c.linuxTimerClock.Yield() }
 func TestPacerPreciseSleep(t *testing.T) {
 	clk := &preciseClock{linuxTimerClock: linuxTimerClock{now: 1, rng: rand.New(rand.NewPCG(3, 4))}}
 	recs := records(20_000, 3*time.Millisecond, 4)
-	var start int64
-	var worst time.Duration
-	_, err := Run(context.Background(), Config{Clock: clk}, Options{
-		Open: func() (Source, error) { return &sliceSource{recs: recs}, nil },
-		Emit: func(r journal.Record) error {
-			if start == 0 {
-				start = clk.now
-			}
-			late := time.Duration(clk.now - (start + r.Time - recs[0].Time))
-			require.GreaterOrEqual(t, late, time.Duration(0), "seq %d early", r.Seq)
-			worst = max(worst, late)
-			return nil
-		},
-	})
-	require.NoError(t, err)
+	worst := worstLate(t, Config{Clock: clk}, &clk.now, recs)
 	require.LessOrEqual(t, worst, time.Microsecond)
 	perMsg := time.Duration(clk.yields) * time.Microsecond / time.Duration(len(recs))
 	t.Logf("spin per message: %v on average", perMsg)

@@ -19,21 +19,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// feed is a publisher with a cache and a re-request server.
+// feed is a publisher with a cache and a re-request server; rate caps
+// the publisher in messages per second (0: none).
 type feed struct {
 	pub   *publisher.Publication
 	srv   *retransmit.Server
 	cache *retransmit.Cache
 }
 
-func newFeed(t *testing.T, group netip.AddrPort, session string) *feed {
+func newFeed(t *testing.T, group netip.AddrPort, session string, rate float64) *feed {
 	cache := retransmit.NewCache(retransmit.CacheConfig{MaxMessages: 1 << 20})
 	srv, err := retransmit.NewServer(retransmit.ServerConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"),
 		Sources: []retransmit.Source{cache}, RequesterRateBytes: 1e9, RateBytes: 1e9})
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
 	pub, err := publisher.New(publisher.Config{Group: group, Session: session, Sinks: []publisher.Sink{cache},
-		HeartbeatInterval: 20 * time.Millisecond})
+		HeartbeatInterval: 20 * time.Millisecond, RateMessages: rate})
 	require.NoError(t, err)
 	t.Cleanup(func() { pub.Close() })
 	return &feed{pub, srv, cache}
@@ -89,7 +90,10 @@ func (c *collector) wait(t *testing.T, n uint64) {
 func TestConsumerResumes(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("239.192.40.1:32401")
-	f := newFeed(t, group, "RESUME")
+	// The publisher's rate (200,000 messages/s) keeps the live feed
+	// coming, as a publisher's would, while history is fetched: 30,000
+	// live messages over 150 ms.
+	f := newFeed(t, group, "RESUME", 200_000)
 	path := filepath.Join(t.TempDir(), "cp")
 	col := &collector{next: 1}
 	run := func(maxBuf int) *Consumer {
@@ -116,12 +120,6 @@ func TestConsumerResumes(t *testing.T) {
 			if _, err := f.pub.Publish(msg(i)); err != nil {
 				return
 			}
-			if i%200 == 0 {
-				// A rate on the wall clock on purpose: the live feed keeps
-				// coming, as a publisher's would, while history is fetched
-				// (at most 200 messages a millisecond: 30,000 over 150 ms or more).
-				time.Sleep(time.Millisecond)
-			}
 		}
 	}()
 	<-done
@@ -142,7 +140,7 @@ func TestConsumerResumes(t *testing.T) {
 func TestConsumerHistoryFromBackup(t *testing.T) {
 	netlab.Require(t)
 	group := netip.MustParseAddrPort("239.192.40.2:32402")
-	f := newFeed(t, group, "BACKUP")
+	f := newFeed(t, group, "BACKUP", 0)
 	deadAddr := labtest.RefusedAddr(t) // nothing listens there
 	f.publish(t, 1, 5001)
 	// Sent before the consumer joins, so all of it is history (the

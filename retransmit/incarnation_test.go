@@ -66,6 +66,16 @@ func requireNotStale(t *testing.T, c *Cache, s wire.Session, run [][]byte) {
 	}
 }
 
+// sentRuns hands c every packet of each run in order, as a publisher's
+// Sink sees them across its restarts.
+func sentRuns(c *Cache, runs ...[][]byte) {
+	for _, run := range runs {
+		for _, p := range run {
+			c.SentPacket(p)
+		}
+	}
+}
+
 // TestCacheReusedSessionName: a publisher restarted under the same session
 // name (run 2, other seed) must never have run 1's bytes served for run 2's
 // sequences. Its Sink sees its packets in order, so a sequence that goes
@@ -75,12 +85,7 @@ func TestCacheReusedSessionName(t *testing.T) {
 	c := NewCache(CacheConfig{})
 	run1, _ := seededPackets(s, 5000, 1)
 	run2, msgs2 := seededPackets(s, 3000, 2)
-	for _, p := range run1 {
-		c.SentPacket(p)
-	}
-	for _, p := range run2 {
-		c.SentPacket(p)
-	}
+	sentRuns(c, run1, run2)
 	requireNotStale(t, c, s, msgs2)
 	first, next, ok := c.Bounds(s)
 	require.True(t, ok)
@@ -94,12 +99,7 @@ func TestCacheReusedSessionName(t *testing.T) {
 		c := NewCache(CacheConfig{})
 		run3, _ := seededPackets(s, 1000, 3)
 		run4, msgs4 := seededPackets(s, 400, 4)
-		for _, p := range run3 {
-			c.SentPacket(p)
-		}
-		for _, p := range run4 {
-			c.SentPacket(p)
-		}
+		sentRuns(c, run3, run4)
 		requireNotStale(t, c, s, msgs4)
 		_, next, _ := c.Bounds(s)
 		require.Equal(t, wire.Seq(401), next)
@@ -107,10 +107,7 @@ func TestCacheReusedSessionName(t *testing.T) {
 	t.Run("same packet twice is a duplicate", func(t *testing.T) {
 		c := NewCache(CacheConfig{})
 		run, msgs := seededPackets(s, 1000, 5)
-		for _, p := range run {
-			c.SentPacket(p)
-		}
-		c.SentPacket(run[3])
+		sentRuns(c, run, run[3:4])
 		requireNotStale(t, c, s, msgs)
 		st := c.Stats()
 		require.Zero(t, st.Incarnations)

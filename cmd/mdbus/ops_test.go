@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -55,7 +56,9 @@ func TestStatViewStaleAndLive(t *testing.T) { synctest.Test(t, testStatViewStale
 // times stamped from the bubble's clock.
 func testStatViewStaleAndLive(t *testing.T) {
 	dir := t.TempDir()
-	f, err := counters.Create(counters.Config{Dir: dir, Role: "sub", Interval: -1})
+	const every = 20 * time.Millisecond
+	start := time.Now() // the bubble's: the file samples every interval from its creation
+	f, err := counters.Create(counters.Config{Dir: dir, Role: "sub", Interval: every})
 	require.NoError(t, err)
 	defer f.Close()
 	f.Add(counters.SubMessages, counters.Free, "", "sub").Set(1000)
@@ -68,10 +71,15 @@ func testStatViewStaleAndLive(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
 	require.Equal(t, "live", procs[0].State)
-	// A second view after more messages: rates appear.
-	time.Sleep(20 * time.Millisecond)                      // on the bubble's clock
-	f.Add(counters.KindCustom, counters.Gauge, "x", "sub") // a new slot shows too
-	f.SampleNow()
+	// A second view after the file's own sampling pass, one interval on:
+	// rates appear, and a slot added meanwhile shows too.
+	sampled := make(chan struct{})
+	var once sync.Once
+	f.Sample(func(time.Time) { once.Do(func() { close(sampled) }) })
+	f.Add(counters.KindCustom, counters.Gauge, "x", "sub")
+	<-sampled // the bubble's clock runs on while the sampler sleeps
+	synctest.Wait()
+	require.Equal(t, every, time.Since(start), "the pass came one interval after the first view")
 	dirs, procs, err := sv.view()
 	require.NoError(t, err)
 	var b bytes.Buffer

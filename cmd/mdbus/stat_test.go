@@ -71,7 +71,14 @@ func newFourProcs(t *testing.T, dir string) *fourProcs {
 	}
 }
 
+// step writes the four processes' counters at step i and samples them.
+// It runs in a bubble: a step after the first comes one sampling period
+// (20 ms) of the bubble's clock after the one before, so rates divide by
+// the writers' sampling times.
 func (fp *fourProcs) step(i int64) {
+	if i > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
 	n := 1000 + 500*i
 	fp.pub.set(counters.PubMessages, "", "pub", n)
 	fp.pub.set(counters.PubNextSeq, synthSession, "pub", n+1)
@@ -121,7 +128,6 @@ func testStatFitsTerminal(t *testing.T) {
 	defer sv.close()
 	_, _, err := sv.view()
 	require.NoError(t, err)
-	time.Sleep(20 * time.Millisecond) // on the bubble's clock: rates divide by the writers' sampling times
 	fp.step(1)
 	dirs, procs, err := sv.view()
 	require.NoError(t, err)
@@ -163,8 +169,7 @@ func testStatOnceRatesAndJSON(t *testing.T) {
 	fp.step(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { // traffic while stat samples
-		time.Sleep(50 * time.Millisecond) // on the bubble's clock: inside --window's 200 ms, after the first sample
+	go func() { // traffic while stat samples: 20 ms in, inside --window's 200 ms, after the first sample
 		fp.step(1)
 	}()
 	var out bytes.Buffer

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mdbus/mdbus/internal/race"
 	"github.com/mdbus/mdbus/internal/synth"
@@ -83,6 +84,19 @@ func deepRetransmitter(t *testing.T) (*retransmit.Cache, *retransmit.Server) {
 	return cache, srv
 }
 
+// killFeed is the feed of the tests that kill a process under it: the
+// publisher of session on group at rate messages/s, caching everything in
+// a deepRetransmitter, closed by the test's cleanup.
+func killFeed(t *testing.T, group netip.AddrPort, session string, rate float64) (*publisher.Publication, *retransmit.Server) {
+	t.Helper()
+	cache, srv := deepRetransmitter(t)
+	pub, err := publisher.New(publisher.Config{Group: group, Session: session, Sinks: []publisher.Sink{cache},
+		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { pub.Close() })
+	return pub, srv
+}
+
 // childFields returns the fields ("a|b|c") that a parent test passed to
 // its child process in the environment variable env, skipping the test
 // when it is not such a child (the variable is unset): a child process is
@@ -108,6 +122,48 @@ func startChild(t *testing.T, test, env string) *exec.Cmd {
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
 	return cmd
+}
+
+// startReady is startChild for a child that says it is ready (it listens)
+// by creating the file ready: the file is removed first, so that an earlier
+// child's does not count, and startReady returns once it is there.
+func startReady(t *testing.T, test, env, ready string) *exec.Cmd {
+	t.Helper()
+	if err := os.Remove(ready); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	cmd := startChild(t, test, env)
+	require.True(t, poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }), "%s did not get ready", test)
+	return cmd
+}
+
+// awaitPublished fails the test unless publishSynth's channel says the
+// publishing ended without an error within bound.
+func awaitPublished(t *testing.T, published <-chan error, bound time.Duration) {
+	t.Helper()
+	select {
+	case err := <-published:
+		require.NoError(t, err)
+	case <-time.After(bound):
+		t.Fatal("publishing did not finish")
+	}
+}
+
+// awaitExit waits for the child cmd to exit and returns its error; past
+// bound it kills the child and fails the test, naming what it waited for.
+func awaitExit(t *testing.T, cmd *exec.Cmd, bound time.Duration, what string) error {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(bound):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("%s within %v", what, bound)
+		return nil
+	}
 }
 
 // publishSynth publishes n messages of synth.New(seed) on pub from a

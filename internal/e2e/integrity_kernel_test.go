@@ -16,7 +16,8 @@ import (
 
 // TestAcceptanceKernelDrops: losses the kernel makes, not
 // injected ones. A subscriber with a small receive buffer whose consumer
-// stalls three times for 100 ms makes the kernel drop datagrams (counted
+// stalls three times, each while the publisher sends 300 packets (some
+// 400 KiB against a buffer of 64 KiB), makes the kernel drop datagrams (counted
 // exactly by SO_RXQ_OVFL in Stats.KernelDrops); recovery from the
 // retransmitter repairs every message, byte-identical.
 func TestAcceptanceKernelDrops(t *testing.T) {
@@ -43,7 +44,10 @@ func TestAcceptanceKernelDrops(t *testing.T) {
 		OnMessage: func(m subscriber.Message) {
 			seen++
 			if stallAt[seen] {
-				time.Sleep(100 * time.Millisecond) // a consumer that stalls: the lock is held, nothing is read
+				// A consumer that stalls: the lock is held, nothing is
+				// read while the publisher overfills the buffer.
+				sent := b.pub.Stats().Packets
+				poll(10*time.Second, func() bool { return b.pub.Stats().Packets >= sent+300 })
 			}
 			c.onMessage(m)
 		},

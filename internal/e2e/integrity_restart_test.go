@@ -117,10 +117,14 @@ func miniRewinderOn(t *testing.T, feed netip.AddrPort, iface string, listen neti
 }
 
 // rawRun sends msgs as session s from conn (a fixed source port) in
-// packets of 10 messages, at about 50,000 messages/s, then ends the
-// session.
-func rawRun(t *testing.T, conn *sock.Conn, feed netip.AddrPort, s wire.Session, msgs [][]byte) {
+// packets of 10 messages, then ends the session. A raw socket has no flow
+// control: it sends at most rawWindow messages ahead of what delivered
+// (the receiver's count, which rawRun only compares with its own start)
+// says arrived, a few hundred KiB, far within the receivers' buffers.
+func rawRun(t *testing.T, conn *sock.Conn, feed netip.AddrPort, s wire.Session, msgs [][]byte, delivered func() int) {
 	t.Helper()
+	const rawWindow = 2000
+	base := delivered()
 	var e wire.Encoder
 	var buf []byte
 	for i := 0; i < len(msgs); i += 10 {
@@ -131,10 +135,9 @@ func rawRun(t *testing.T, conn *sock.Conn, feed netip.AddrPort, s wire.Session, 
 		buf = e.Bytes()
 		require.NoError(t, conn.WriteTo(buf, feed))
 		if i%100 == 0 {
-			// A rate on the wall clock on purpose: a raw socket has no
-			// flow control, and what it may send is what the receivers'
-			// kernel buffers take.
-			time.Sleep(2 * time.Millisecond)
+			// The bound only decides how long a stuck receiver takes to
+			// show: the test's own wait for the whole run reports it.
+			poll(10*time.Second, func() bool { return delivered()-base >= i-rawWindow })
 		}
 	}
 	for range 3 {
@@ -178,7 +181,7 @@ func TestAcceptanceRestartSameSession(t *testing.T) {
 				if samePort {
 					port = raw.LocalAddr().Port()
 					j.run(port, msgs)
-					rawRun(t, raw, feed, session, msgs)
+					rawRun(t, raw, feed, session, msgs, func() int { return j.count(port) })
 				} else {
 					pub, err = publisher.New(publisher.Config{Group: feed, Session: "REUSED0001", RateMessages: 50_000, HeartbeatInterval: 20 * time.Millisecond})
 					require.NoError(t, err)

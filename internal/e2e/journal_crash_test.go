@@ -19,7 +19,6 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/journal"
-	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/recorder"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
@@ -62,18 +61,13 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 	rate := float64(scale(50_000, 20_000))
 	const kills = 20
 	group := netip.MustParseAddrPort("239.192.29.1:32100")
-	cache, srv := deepRetransmitter(t)
+	// The publisher sends nothing but heartbeats until the first
+	// recorder is up (publishSynth below).
+	pub, srv := killFeed(t, group, "CRASHREC", rate)
 	dir := filepath.Join(t.TempDir(), "journal")
 	ready := dir + ".ready"
 	env := envChildRecorder + "=" + strings.Join([]string{group.String(), srv.Addr().String(), dir}, "|")
-	start := func() *exec.Cmd {
-		if err := os.Remove(ready); err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		cmd := startChild(t, "TestChildRecorder", env)
-		require.True(t, poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }), "recorder did not start")
-		return cmd
-	}
+	start := func() *exec.Cmd { return startReady(t, "TestChildRecorder", env, ready) }
 
 	const seed = 99
 	var sent [][]byte
@@ -113,22 +107,8 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 	}
 
 	cmd := start()
-	pub, err := publisher.New(publisher.Config{Group: group, Session: "CRASHREC", Sinks: []publisher.Sink{cache},
-		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	defer pub.Close()
-	published := make(chan error, 1)
-	var count atomic.Int64 // messages published so far
-	go func() {
-		for _, m := range sent {
-			if _, err := pub.Publish(m); err != nil {
-				published <- err
-				return
-			}
-			count.Add(1)
-		}
-		published <- nil
-	}()
+	var count atomic.Int64                          // messages published so far
+	published := publishSynth(pub, seed, n, &count) // sent, in order
 	rng := rand.New(rand.NewPCG(seed, 20))
 	span := time.Duration(float64(n) / rate * float64(time.Second))
 	tornTotal := 0
@@ -145,23 +125,9 @@ func TestAcceptanceRecorderCrash(t *testing.T) {
 		t.Logf("%s kill %d: journal holds [%d, %d), %d torn tail(s) truncated", time.Now().Format("05.000"), k+1, infos[0].First, infos[0].Next, torn)
 		cmd = start()
 	}
-	select {
-	case err := <-published:
-		require.NoError(t, err)
-	case <-time.After(3*span + 60*time.Second):
-		t.Fatal("publishing did not finish")
-	}
+	awaitPublished(t, published, 3*span+60*time.Second)
 	require.NoError(t, pub.Close()) // end of session: the last recorder exits after it
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "final recorder")
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-		t.Fatal("final recorder did not see the end of session")
-	}
+	require.NoError(t, awaitExit(t, cmd, 60*time.Second, "final recorder did not see the end of session"), "final recorder")
 	infos, _ := check()
 	require.Len(t, infos, 1)
 	require.Equal(t, wire.Seq(1), infos[0].First)

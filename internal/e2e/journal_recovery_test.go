@@ -81,23 +81,27 @@ func TestAcceptanceJournalRecoveryDepth(t *testing.T) {
 	require.Zero(t, st.LostMessages)
 }
 
-// stall wraps a feed socket so that its reader stops for pause every
-// every-th batch: the kernel's small receive buffer then overflows.
+// stall wraps a feed socket so that its reader stops every every-th
+// batch while pub sends packets more packets: the kernel's small receive
+// buffer then overflows.
 type stall struct {
 	sock.PacketConn
 	n            atomic.Int64
 	every        int64
-	pause        time.Duration
+	packets      uint64
+	pub          atomic.Pointer[publisher.Publication]
 	stalls, left atomic.Int64
 }
 
 func (s *stall) ReadBatch(b *sock.Batch) (int, error) {
 	if s.n.Add(1)%s.every == 0 && s.left.Load() > 0 {
-		s.left.Add(-1)
-		s.stalls.Add(1)
-		// Real time on purpose: the subject is the kernel's receive
-		// buffer overflowing while the reader is away.
-		time.Sleep(s.pause)
+		if p := s.pub.Load(); p != nil {
+			s.left.Add(-1)
+			s.stalls.Add(1)
+			// The bound only ends a stall the publisher's end cut short.
+			sent := p.Stats().Packets
+			poll(2*time.Second, func() bool { return p.Stats().Packets >= sent+s.packets })
+		}
 	}
 	return s.PacketConn.ReadBatch(b)
 }
@@ -118,7 +122,7 @@ func TestAcceptanceRecorderKernelDrops(t *testing.T) {
 	j, err := journal.Open(t.TempDir(), journal.Config{})
 	require.NoError(t, err)
 	defer j.Close()
-	st := &stall{every: 50, pause: 100 * time.Millisecond}
+	st := &stall{every: 50, packets: 300} // 300 packets: some 400 KiB against a buffer of 64 KiB
 	st.left.Store(5)
 	rec, err := recorder.NewRecorder(recorder.Config{
 		Feed: feed, Upstream: srv.Addr(), Journal: j, StartSeq: 1,
@@ -130,6 +134,7 @@ func TestAcceptanceRecorderKernelDrops(t *testing.T) {
 	pub, err := publisher.New(publisher.Config{Group: feed, Session: "DROPS", Sinks: []publisher.Sink{cache},
 		RateMessages: 100_000, HeartbeatInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
+	st.pub.Store(pub)
 	gen := synth.New(6)
 	var sent [][]byte
 	var buf []byte

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,10 +22,6 @@ import (
 // and a subscriber with non-zero rates per second and a stream line with
 // its lag and state; Ctrl-C ends it. --once --json parses.
 func TestOpsStatInTmux(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds and runs the mdbus binary")
-	}
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -34,9 +29,7 @@ func TestOpsStatInTmux(t *testing.T) {
 		}
 		t.Skip("tmux not found: apt-get install tmux")
 	}
-	tmp := t.TempDir()
-	bin := buildMdbus(t) // from replay_cli_test.go
-	ctr := filepath.Join(tmp, "counters")
+	tmp, bin, ctr := opsLab(t)
 	const group = "239.192.78.1:31781"
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", group, "--stats", "1s")
 	pub := startMdbus(t, bin, ctr, "pub", "pub", "--group", group, "--synthetic", "--rate", "5000", "--duration", "60s")
@@ -105,17 +98,11 @@ func TestOpsStatInTmux(t *testing.T) {
 // capabilities stop at files it does not own by mapping, so mode 000 is
 // enough to deny it as it would deny another user.
 func TestOpsStatUnreadable(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds and runs the mdbus binary")
-	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("unshare (util-linux) not found")
 	}
-	tmp := t.TempDir()
-	bin := buildMdbus(t) // from replay_cli_test.go
-	ctr := filepath.Join(tmp, "counters")
+	_, bin, ctr := opsLab(t)
 	sub := startMdbus(t, bin, ctr, "sub", "sub", "--group", "239.192.78.2:31782", "--stats", "1s")
 	var path string
 	require.True(t, poll(20*time.Second, func() bool {

@@ -441,9 +441,9 @@ func TestOpsSignalEveryCommand(t *testing.T) {
 			func(p *proc) bool { return strings.Contains(p.logs(), "mdbus statsd collect: 239") }},
 		{"bench", []string{"bench", "throughput", "--netns=false", "--systems", "mdbus", "--duration", "30s", "--out", tmp, "--rate", "20k"},
 			func(p *proc) bool { return strings.Contains(p.out(), "mdbus") },
-			// Ready after 2 s of measuring: the signal must find a run under
-			// way (bench prints nothing until its first result).
-			func(p *proc) bool { time.Sleep(2 * time.Second); return true }},
+			// Ready when its progress line says a run started: the signal
+			// must find a run under way.
+			func(p *proc) bool { return strings.Contains(p.logs(), "mdbus bench: run 1") }},
 	} {
 		t.Run(tc.role, func(t *testing.T) {
 			p := newMdbus(bin, ctr, tc.role, tc.args...)

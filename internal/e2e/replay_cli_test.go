@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
@@ -29,31 +28,44 @@ func buildMdbus(t *testing.T) string {
 	return bin
 }
 
+// writeJournal writes a journal in a new temporary directory holding one
+// stream of session, from 127.0.0.1:7, incarnation 1, with the records
+// recs (ended at the sequence after the last when end is set), and
+// returns the directory.
+func writeJournal(t *testing.T, session string, recs []journal.Record, end bool) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "src")
+	j, err := journal.Open(dir, journal.Config{})
+	require.NoError(t, err)
+	sess, err := wire.ParseSession(session)
+	require.NoError(t, err)
+	w, err := j.Create(sess, netip.MustParseAddrPort("127.0.0.1:7"), 1)
+	require.NoError(t, err)
+	for _, r := range recs {
+		require.NoError(t, w.Append(r.Seq, r.Time, r.Data))
+	}
+	if end {
+		require.NoError(t, w.End(recs[len(recs)-1].Seq+1))
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, j.Close())
+	return dir
+}
+
 // TestReplayRecordCLI: mdbus replay prints a journal as JSON lines and
 // text, and mdbus record journals what mdbus replay publishes, so that
 // record -> replay -> record gives back the same messages, sequences and
 // session.
 func TestReplayRecordCLI(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds the mdbus binary")
-	}
-	bin := buildMdbus(t)
-	src := filepath.Join(t.TempDir(), "src")
-	j, err := journal.Open(src, journal.Config{})
-	require.NoError(t, err)
-	session, _ := wire.ParseSession("CLI")
-	w, err := j.Create(session, netip.MustParseAddrPort("127.0.0.1:7"), 1)
-	require.NoError(t, err)
+	_, bin, _ := opsLab(t)
 	const n = 2000
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
 	msg := func(i int) []byte { return fmt.Appendf(nil, "message %d %s", i, strings.Repeat("x", i%50)) }
+	var recs []journal.Record
 	for i := 1; i <= n; i++ {
-		require.NoError(t, w.Append(wire.Seq(i), t0+int64(i)*int64(time.Microsecond), msg(i)))
+		recs = append(recs, journal.Record{Seq: wire.Seq(i), Time: t0 + int64(i)*int64(time.Microsecond), Data: msg(i)})
 	}
-	require.NoError(t, w.End(n+1))
-	require.NoError(t, w.Close())
-	require.NoError(t, j.Close())
+	src := writeJournal(t, "CLI", recs, true)
 
 	out, err := exec.Command(bin, "replay", "--journal", src, "--print", "json", "--to", "2", "--progress", "0").Output()
 	require.NoError(t, err)
@@ -108,6 +120,7 @@ func TestReplayRecordCLI(t *testing.T) {
 	defer j2.Close()
 	streams := j2.Streams()
 	require.Len(t, streams, 1)
+	session, _ := wire.ParseSession("CLI")
 	require.Equal(t, session, streams[0].ID.Session)
 	require.Equal(t, wire.Seq(1), streams[0].First)
 	require.Equal(t, wire.Seq(n+1), streams[0].Next)

@@ -3,17 +3,15 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
@@ -25,24 +23,14 @@ import (
 // records that share a timestamp leave as one packet; --pps paces packets;
 // the summary gives msgs/s, packets/s and Mbit/s.
 func TestReplayCLIPaces(t *testing.T) {
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds the mdbus binary")
-	}
-	bin := buildMdbus(t)
-	src := filepath.Join(t.TempDir(), "src")
-	j, err := journal.Open(src, journal.Config{})
-	require.NoError(t, err)
-	session, _ := wire.ParseSession("PACES")
-	w, err := j.Create(session, netip.MustParseAddrPort("127.0.0.1:7"), 1)
-	require.NoError(t, err)
+	_, bin, _ := opsLab(t)
 	// 50 packets of 4 messages, 1 ms apart.
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixNano()
+	var recs []journal.Record
 	for i := range 200 {
-		require.NoError(t, w.Append(wire.Seq(i+1), t0+int64(i/4)*int64(time.Millisecond), fmt.Appendf(nil, "message %03d", i)))
+		recs = append(recs, journal.Record{Seq: wire.Seq(i + 1), Time: t0 + int64(i/4)*int64(time.Millisecond), Data: fmt.Appendf(nil, "message %03d", i)})
 	}
-	require.NoError(t, w.Close())
-	require.NoError(t, j.Close())
+	src := writeJournal(t, "PACES", recs, false)
 	group := "239.192.31.1:32120"
 
 	replay := func(args ...string) (int, string) {
@@ -94,16 +82,19 @@ func TestReplayCLIPaces(t *testing.T) {
 	require.InDelta(t, 49*time.Millisecond, el, float64(20*time.Millisecond))
 
 	// --loop alone: until interrupted, one banner.
-	cmd := exec.Command(bin, "replay", "--journal", src, "--progress", "0", "--group", group, "--loop", "--max")
+	cmd := exec.Command(bin, "replay", "--journal", src, "--progress", "10ms", "--group", group, "--loop", "--max")
+	var mu sync.Mutex
 	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	cmd.Stdout, cmd.Stderr = lockedWriter{&mu, &buf}, lockedWriter{&mu, &buf}
 	require.NoError(t, cmd.Start())
-	// Real time, bounded: the binary says how many passes it made only
-	// when it ends, and nothing outside it counts them. At --max a pass of
-	// 200 messages takes about a millisecond, so a second holds hundreds
-	// where the test needs two (a loaded CI host is not a hundred times
-	// slower).
-	time.Sleep(time.Second)
+	// The progress lines name the pass under way: the interrupt comes
+	// once a second pass has begun.
+	second := regexp.MustCompile(`, pass ([2-9]|\d{2,}),`)
+	waitFor(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return second.Match(buf.Bytes())
+	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	require.NoError(t, cmd.Wait())
 	out = buf.String()

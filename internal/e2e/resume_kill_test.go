@@ -17,7 +17,6 @@ import (
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/synth"
 	"github.com/mdbus/mdbus/internal/verify"
-	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/resume"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -97,11 +96,7 @@ func TestAcceptanceResumeKill(t *testing.T) {
 	rate := float64(scale(100_000, 20_000))
 	const kills = 10
 	group := netip.MustParseAddrPort("239.192.26.1:32070")
-	cache, srv := deepRetransmitter(t)
-	pub, err := publisher.New(publisher.Config{Group: group, Session: "RESUMEKILL", Sinks: []publisher.Sink{cache},
-		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	defer pub.Close()
+	pub, srv := killFeed(t, group, "RESUMEKILL", rate)
 
 	dir := t.TempDir()
 	env := envChildConsumer + "=" + strings.Join([]string{group.String(), srv.Addr().String(),
@@ -124,30 +119,11 @@ func TestAcceptanceResumeKill(t *testing.T) {
 		_ = cmd.Wait()
 		t.Logf("kill %d at %v", k+1, time.Now().Format("15:04:05.000"))
 	}
-	ready := filepath.Join(dir, "out.ready")
-	if err := os.Remove(ready); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	final := start()
-	require.True(t, poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }), "final consumer did not start")
-	select {
-	case err := <-published:
-		require.NoError(t, err)
-	case <-time.After(3*span + 60*time.Second):
-		t.Fatal("publishing did not finish")
-	}
+	final := startReady(t, "TestChildConsumer", env, filepath.Join(dir, "out.ready"))
+	awaitPublished(t, published, 3*span+60*time.Second)
 	t.Logf("published %d messages", n)
 	require.NoError(t, pub.Close()) // end of session: the final consumer exits after it
-	exited := make(chan error, 1)
-	go func() { exited <- final.Wait() }()
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "final consumer")
-	case <-time.After(30 * time.Second):
-		final.Process.Kill()
-		<-exited
-		t.Fatal("final consumer did not finish")
-	}
+	require.NoError(t, awaitExit(t, final, 30*time.Second, "final consumer did not finish"), "final consumer")
 
 	// The output holds every sequence once, in order, byte-identical.
 	b, err := os.ReadFile(filepath.Join(dir, "out"))

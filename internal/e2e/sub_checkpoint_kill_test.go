@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
-	"github.com/mdbus/mdbus/publisher"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,11 +31,7 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 	const kills = 10
 	bin := buildMdbus(t)
 	group := netip.MustParseAddrPort("239.192.26.2:32071")
-	cache, srv := deepRetransmitter(t)
-	pub, err := publisher.New(publisher.Config{Group: group, Session: "SUBKILL", Sinks: []publisher.Sink{cache},
-		RateMessages: rate, HeartbeatInterval: 50 * time.Millisecond})
-	require.NoError(t, err)
-	defer pub.Close()
+	pub, srv := killFeed(t, group, "SUBKILL", rate)
 
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "ckpt")
@@ -92,24 +87,11 @@ func TestAcceptanceSubCheckpointKill(t *testing.T) {
 		b, _ := os.ReadFile(logPath)
 		return bytes.Contains(b, []byte("mdbus sub: start"))
 	}), "final run did not start")
-	select {
-	case err := <-published:
-		require.NoError(t, err)
-	case <-time.After(3*span + 60*time.Second):
-		t.Fatal("publishing did not finish")
-	}
+	awaitPublished(t, published, 3*span+60*time.Second)
 	require.NoError(t, pub.Close()) // end of session: the final run exits after it (--exit-on-end)
-	exited := make(chan error, 1)
-	go func() { exited <- final.Wait() }()
-	select {
-	case err := <-exited:
-		b, _ := os.ReadFile(logPath)
-		require.NoError(t, err, "final run: %s", b)
-	case <-time.After(60 * time.Second):
-		final.Process.Kill()
-		<-exited
-		t.Fatal("final run did not end at the end of session")
-	}
+	err := awaitExit(t, final, 60*time.Second, "final run did not end at the end of session")
+	b, _ := os.ReadFile(logPath)
+	require.NoError(t, err, "final run: %s", b)
 
 	// Every sequence 1..n is in some run's stdout ("SUBKILL SEQ HEX" lines;
 	// a run killed mid-line leaves a torn last line, which is ignored).

@@ -3,6 +3,8 @@ package e2e
 import (
 	"testing"
 	"time"
+
+	"github.com/mdbus/mdbus/internal/labtest"
 )
 
 // poll calls cond every pollEvery until it holds or d passes, and says
@@ -14,20 +16,7 @@ func poll(d time.Duration, cond func() bool) bool { return pollEach(d, pollEvery
 
 // pollEach is poll calling cond every period, for conditions that cost a
 // process (tmux) to check.
-func pollEach(d, every time.Duration, cond func() bool) bool {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			return cond()
-		}
-	}
-	return true
-}
+func pollEach(d, every time.Duration, cond func() bool) bool { return labtest.Poll(d, every, cond) }
 
 // pollEvery is short against every bound here (seconds) and long against
 // a condition's cost (a counter or a stat of a file).

@@ -1,6 +1,8 @@
 // Package labtest is the TestMain of every package whose tests open
 // sockets: it runs the tests inside the private network lab
 // (internal/netlab) and then checks that no goroutine leaked (goleak).
+// It also holds what those tests share: a refused address and a bounded
+// condition wait (Poll).
 //
 //	func TestMain(m *testing.M) { labtest.Main(m) }
 //
@@ -13,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"go.uber.org/goleak"
@@ -48,4 +51,23 @@ func RefusedAddr(t testing.TB) netip.AddrPort {
 		t.Fatalf("labtest: %v", err)
 	}
 	return a
+}
+
+// Poll calls cond every period until it holds or d passes, and says
+// whether it held. It bounds a wait on what a test cannot be told of (a
+// counter, a file, another process's output) and returns as soon as cond
+// holds, so no test guesses how long the system under test needs.
+func Poll(d, every time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		}
+	}
+	return true
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -362,6 +363,10 @@ func BenchmarkWriteBatchGSO(b *testing.B) {
 	}
 }
 
+// drainQuiet is how long a socket's queue must stay empty to be taken
+// for drained: far longer than the reader takes to come back for more.
+const drainQuiet = 20 * time.Millisecond
+
 func benchWriteBatch(b *testing.B, size int, gso bool) {
 	const batch = 64
 	group := netip.MustParseAddrPort("239.1.3.9:30120")
@@ -375,14 +380,18 @@ func benchWriteBatch(b *testing.B, size int, gso bool) {
 	defer tx.Close()
 	var wg sync.WaitGroup
 	var received int
+	var draining atomic.Bool
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		in := sock.NewBatch(64, 2048)
 		for {
+			if draining.Load() && rx.SetReadDeadline(time.Now().Add(drainQuiet)) != nil {
+				return
+			}
 			n, err := rx.ReadBatch(in)
 			if err != nil {
-				return // closed
+				return // after the run, a queue quiet for drainQuiet: drained
 			}
 			received += n
 		}
@@ -405,9 +414,11 @@ func benchWriteBatch(b *testing.B, size int, gso bool) {
 	if gso && (!st.Active || st.Trains == 0) {
 		b.Fatalf("GSO not used: %+v", st)
 	}
-	time.Sleep(100 * time.Millisecond) // real time: the reader drains the kernel's queue, which says nothing when empty
-	rx.Close()
+	// The reader drains the kernel's queue until a read finds it quiet.
+	draining.Store(true)
+	require.NoError(b, rx.SetReadDeadline(time.Now().Add(drainQuiet)))
 	wg.Wait()
+	rx.Close()
 	// The share of datagrams the receiver read: below 100 the receiver
 	// fell behind and the kernel dropped the rest (more cheaply than it
 	// queues them).

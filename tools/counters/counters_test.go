@@ -158,12 +158,17 @@ func TestSamplesEveryInterval(t *testing.T) {
 		start := time.Now()
 		var mu sync.Mutex
 		var passes []time.Duration
+		third := make(chan struct{})
 		f.Sample(func(now time.Time) {
 			mu.Lock()
+			defer mu.Unlock()
 			passes = append(passes, now.Sub(start))
-			mu.Unlock()
+			if len(passes) == 3 {
+				close(third)
+			}
 		})
-		time.Sleep(3*every + every/2) // on the bubble's clock
+		<-third // the bubble's clock runs on while the sampler sleeps
+		require.Equal(t, 3*every, time.Since(start), "the third pass at three intervals")
 		synctest.Wait()
 		mu.Lock()
 		require.Equal(t, []time.Duration{every, 2 * every, 3 * every}, passes)

@@ -245,8 +245,6 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	var sentMu sync.Mutex // the feed's goroutine adds, this one reads
 	sentN := func() int { sentMu.Lock(); defer sentMu.Unlock(); return sent.N() }
 	start := time.Now()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	lastSent, lastDelivered, lastAt := 0, make([]int, len(subs)), start
 	lastPkts := uint64(0)
 	// live prints one line per role, each under 80 columns.
@@ -297,41 +295,26 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			func(b [][]byte) error { _, err := pub.PublishBatch(b); return err })
 		fed <- err
 	}()
-publish:
-	for {
-		select {
-		case err := <-fed:
-			if err != nil {
-				return Summary{}, fmt.Errorf("demo: publish: %w", err)
-			}
-			if ctx.Err() != nil {
-				fmt.Fprintln(w, "interrupted: summarising what was sent")
-			}
-			break publish
-		case <-tick.C:
-			live()
-		}
+	if err := reportUntil(fed, liveEvery, live); err != nil {
+		return Summary{}, fmt.Errorf("demo: publish: %w", err)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(w, "interrupted: summarising what was sent")
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := pub.Flush(fctx); err != nil {
 		return Summary{}, fmt.Errorf("demo: flush: %w", err)
 	}
-	// Wait for the subscribers to catch up, bounded.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		all := true
+	awaitCaughtUp(catchUpBound, func() bool {
 		for _, s := range subs {
 			if s.chk.Delivered() < sentN() {
-				all = false
+				return false
 			}
 		}
-		if all {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if time.Since(lastAt) >= 250*time.Millisecond { // else the ticker's block just said it
+		return true
+	})
+	if time.Since(lastAt) >= liveEvery/4 { // else the ticker's block just said it
 		live()
 	}
 	sum := Summary{Sent: sent.N(), Packets: pub.Stats().Packets, Elapsed: time.Since(start)}
@@ -390,4 +373,41 @@ publish:
 		fmt.Fprintf(w, "         %s\n", verdict)
 	}
 	return sum, nil
+}
+
+// The demo's clock: a block of live lines every liveEvery while the feed
+// runs; then the subscribers have catchUpBound to deliver everything,
+// checked every catchUpPoll.
+const (
+	liveEvery    = time.Second
+	catchUpBound = 5 * time.Second
+	catchUpPoll  = 10 * time.Millisecond
+)
+
+// reportUntil calls live every interval until the feed ends (fed), and
+// returns the feed's error.
+func reportUntil(fed <-chan error, every time.Duration, live func()) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-fed:
+			return err
+		case <-tick.C:
+			live()
+		}
+	}
+}
+
+// awaitCaughtUp waits until caughtUp holds, checking every catchUpPoll,
+// for at most bound, and says whether it held.
+func awaitCaughtUp(bound time.Duration, caughtUp func() bool) bool {
+	deadline := time.Now().Add(bound)
+	for !caughtUp() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(catchUpPoll)
+	}
+	return true
 }

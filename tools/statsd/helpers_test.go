@@ -201,22 +201,10 @@ func (p *pipeline) finish(t *testing.T, timeout time.Duration) {
 	p.cols = nil
 }
 
-// poll calls cond every millisecond until it holds or timeout passes, and
-// says whether it held. It bounds a wait and returns as soon as cond
-// holds; callers that cannot go on without cond require it.
+// poll is labtest.Poll checking every millisecond; callers that cannot go
+// on without cond require it.
 func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			return cond()
-		}
-	}
-	return true
+	return labtest.Poll(timeout, time.Millisecond, cond)
 }
 
 // streamCount is the streams the collector still tracks (zero once every

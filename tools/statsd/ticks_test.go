@@ -22,6 +22,7 @@ type fakeBus struct {
 	stamps  []time.Time
 	ticks   []time.Time
 	deliver func(subscriber.Message)
+	onTick  func(n int) // called with the number of ticks so far
 }
 
 func (f *fakeBus) MaxMessageLen() int { return 1452 }
@@ -38,6 +39,9 @@ func (f *fakeBus) Publish(msg []byte) (wire.Seq, error) {
 	f.stamps = append(f.stamps, at)
 	if len(m.Lines) == 0 {
 		f.ticks = append(f.ticks, at)
+		if f.onTick != nil {
+			f.onTick(len(f.ticks))
+		}
 	}
 	if f.deliver != nil {
 		f.deliver(subscriber.Message{Seq: f.seq, Data: slices.Clone(msg)})
@@ -52,7 +56,12 @@ func TestIdleTicksEveryTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(123 * time.Millisecond) // start off the grid
 		const tick = 500 * time.Millisecond
-		fb := &fakeBus{}
+		twenty := make(chan struct{})
+		fb := &fakeBus{onTick: func(n int) {
+			if n == 20 {
+				close(twenty)
+			}
+		}}
 		e := newEmitter(fb, 0, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -61,10 +70,11 @@ func TestIdleTicksEveryTick(t *testing.T) {
 			e.runTicks(ctx, tick, nil)
 		}()
 		start := time.Now()
-		time.Sleep(10 * time.Second)
+		<-twenty // the bubble's clock runs on while the emitter sleeps
+		require.LessOrEqual(t, time.Since(start), 10*time.Second, "20 ticks within 10 s at --tick %v", tick)
 		cancel()
 		<-done
-		require.Len(t, fb.ticks, 20, "ticks in 10 s at --tick %v: %v", tick, fb.ticks)
+		require.Len(t, fb.ticks, 20, "ticks at --tick %v: %v", tick, fb.ticks)
 		for i, at := range fb.ticks {
 			want := start.Truncate(tick).Add(time.Duration(i+1) * tick)
 			require.Equal(t, want, at, "tick %d", i)
@@ -96,12 +106,13 @@ func TestIntervalWrittenAtItsEnd(t *testing.T) {
 		b := newBuilder(e)
 		end := time.Now().Add(2 * time.Minute)
 		for time.Now().Before(end) {
-			if rng.IntN(4) == 0 {
-				time.Sleep(time.Duration(rng.Int64N(int64(25 * time.Second)))) // idle
-			}
 			b.add([]byte("a:1|c"))
 			b.flush()
-			time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second))))
+			pause := rng.Int64N(int64(3 * time.Second))
+			if rng.IntN(4) == 0 {
+				pause += rng.Int64N(int64(25 * time.Second)) // an idle stretch
+			}
+			time.Sleep(time.Duration(pause)) // on the bubble's clock
 		}
 		synctest.Wait()
 		cancel()
