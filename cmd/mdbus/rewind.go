@@ -84,10 +84,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	}
 	defer ops.Close()
 	counters.AttachRewinder(ops.Counters(), "rewind", rw)
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); watchDrops(wctx, "rewind feed", rw.FeedStats, time.Second) }()
-	defer func() { stopWatch(); <-watched }()
+	defer goWatchDrops(ctx, "rewind feed", rw.FeedStats)()
 	defer func() {
 		cs, ss, fs := rw.Cache().Stats(), rw.ServerStats(), rw.FeedStats()
 		env.log.Info("summary", "feed_messages", fs.Messages, "feed_gaps", fs.Gaps, "feed_lost", fs.LostMessages,
@@ -96,12 +93,8 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 			"unicast_packets", ss.UnicastPackets, "multicast_packets", ss.MulticastPackets, "repair_bytes", ss.Bytes())
 	}()
 	env.log.Info("rewinding", "feed", group.String(), "re-requests", rw.Addr().String())
-	var tick <-chan time.Time
-	if *stats > 0 {
-		t := time.NewTicker(*stats)
-		defer t.Stop()
-		tick = t.C
-	}
+	tick, stopTick := ticker(*stats)
+	defer stopTick()
 	for {
 		select {
 		case <-ctx.Done():
