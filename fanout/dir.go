@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/mdbus/mdbus/internal/regfile"
 )
 
 // DirPrefix is the start of every user's default directory of ring files:
@@ -41,27 +43,15 @@ func Path(dir, name string) string {
 // mkdirPrivate creates dir mode 0700 if it is missing (missing parents
 // 0755) and checks that it is ours and private.
 func mkdirPrivate(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := regfile.MkdirPrivate(dir); err != nil {
 		return fmt.Errorf("fanout: directory %s: %w", dir, err)
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("fanout: directory %s: %w", dir, err)
+	fi, err := regfile.CheckDir(dir, ErrNotPrivate)
+	if errors.Is(err, ErrNotPrivate) {
+		return err
 	}
-	return checkDir(dir)
-}
-
-// checkDir checks that dir is a directory (not a link to one) of ours
-// that no other user may write to.
-func checkDir(dir string) error {
-	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("fanout: directory %s: %w", dir, err)
-	}
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("%w: %s is a symbolic link (remove it; mdbus creates the directory itself)", ErrNotPrivate, dir)
-	case !fi.IsDir():
-		return fmt.Errorf("%w: %s is not a directory", ErrNotPrivate, dir)
 	}
 	return checkOwner(dir, fi)
 }
@@ -72,12 +62,9 @@ func checkOwner(name string, fi os.FileInfo) error {
 	if !supported {
 		return nil
 	}
-	owner, me := ownerOf(fi), os.Geteuid()
-	if owner < 0 || (owner != me && me != 0) {
+	owner, ok := regfile.Owner(fi)
+	if me := os.Geteuid(); !ok || (owner != me && me != 0) {
 		return fmt.Errorf("%w: %s belongs to uid %d, not to you (uid %d): use a directory of your own (--dir)", ErrNotPrivate, name, owner, me)
 	}
-	if m := fi.Mode().Perm(); m&0o022 != 0 {
-		return fmt.Errorf("%w: %s has mode %04o: other users may change it (chmod go-w %s, or remove it and let mdbus create it)", ErrNotPrivate, name, m, name)
-	}
-	return nil
+	return regfile.CheckMode(name, fi, ErrNotPrivate)
 }

@@ -62,7 +62,7 @@ var rules = []rule{
 	{pattern: "subscriber", rank: 5, may: with("wire", "nak")},
 	{pattern: "replay", rank: 6, may: with("wire", "journal")},
 	{pattern: "resume", rank: 6, may: with("wire", "journal", "subscriber", "fetch")},
-	{pattern: "fanout", rank: 6, may: with("wire", "journal", "subscriber", "fetch")},
+	{pattern: "fanout", rank: 6, may: with("wire", "journal", "subscriber", "fetch", "internal/regfile")},
 	{pattern: "recorder", rank: 7, may: with("wire", "nak", "journal", "retransmit", "subscriber", "resume")},
 	{pattern: "bench", rank: 8, may: with("wire", "nak", "retransmit", "publisher", "subscriber", "internal/synth", "internal/oneway", "packetconn/impair")},
 	{pattern: "tools/...", rank: 9, below: true},
