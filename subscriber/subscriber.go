@@ -414,6 +414,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Receive.BusyPoll < 0 || c.Receive.BusyPoll > MaxBusyPoll {
 		return c, fmt.Errorf("%w: busy poll %v: want 0 to %v", ErrConfig, c.Receive.BusyPoll, MaxBusyPoll)
 	}
+	if err := c.Recovery.NAK.Check(); err != nil {
+		return c, fmt.Errorf("%w: Recovery.NAK: %w", ErrConfig, err)
+	}
 	if c.Recovery.LossPolicy > LossStop {
 		return c, fmt.Errorf("%w: loss policy %v", ErrConfig, c.Recovery.LossPolicy)
 	}
