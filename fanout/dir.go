@@ -25,6 +25,11 @@ func DefaultDir() string { return DirPrefix + strconv.Itoa(os.Geteuid()) }
 // for the feed, so it is neither written nor read. Match with errors.Is.
 var ErrNotPrivate = errors.New("fanout: not private")
 
+// ErrConfig marks a ReaderConfig or WriterConfig that is refused: a
+// required field missing, or a negative value where the field has no
+// "none". Match with errors.Is.
+var ErrConfig = errors.New("fanout: invalid config")
+
 // errLocked: another writer holds the ring file.
 var errLocked = errors.New("another writer holds it")
 
