@@ -93,7 +93,7 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 		return LatencyRun{}, fmt.Errorf("%w: a round trip has one pinger and one ponger in this process", ErrConfig)
 	}
 	if c.Rate < 0 {
-		return LatencyRun{}, fmt.Errorf("%w: rate %g is negative", ErrConfig, c.Rate)
+		return LatencyRun{}, fmt.Errorf("%w: Rate %g is negative", ErrConfig, c.Rate)
 	}
 	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count, b.s.PayloadSize); err != nil {
 		return LatencyRun{}, err

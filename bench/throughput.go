@@ -51,17 +51,17 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 	case sys != Mdbus && sys != Raw && sys != RawGSO:
 		return bad("unknown system %q", sys)
 	case rate < 0 || rate > MaxRate || rate != rate:
-		return bad("rate %g is outside 0..%g messages/s", rate, MaxRate)
+		return bad("Rate %g is outside 0..%g messages/s", rate, MaxRate)
 	case subs < 0 || subs > MaxSubscribers:
-		return bad("subscribers %d is outside 1..%d", subs, MaxSubscribers)
+		return bad("Subscribers %d is outside 1..%d", subs, MaxSubscribers)
 	case loss < 0 || loss > 0.5 || loss != loss:
-		return bad("loss %g is outside 0..0.5", loss)
+		return bad("Loss %g is outside 0..0.5", loss)
 	case dur < 0 || dur > MaxDuration:
-		return bad("duration %v is outside 0..%v", dur, MaxDuration)
+		return bad("Duration %v is outside 0..%v", dur, MaxDuration)
 	case count < 0:
-		return bad("count %d is negative", count)
+		return bad("Count %d is negative", count)
 	case payload < wire.MinPayloadSize+StampLen || payload > wire.MaxPayloadSize:
-		return bad("payload size %d is outside %d..%d", payload, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
+		return bad("PayloadSize %d is outside %d..%d", payload, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
 	}
 	if sz.Spec != "" {
 		if sz.Min < StampLen {
