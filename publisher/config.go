@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -294,11 +293,13 @@ func (c Config) withDefaults() (settings, error) {
 	if s.HeartbeatInterval == 0 {
 		s.HeartbeatInterval = DefaultHeartbeatInterval
 	}
-	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("RateMessages", s.RateMessages), cfgcheck.F("RateBytes", s.RateBytes)); err != nil {
-		return s, err
-	}
-	if s.RateMessages != s.RateMessages || s.RateBytes != s.RateBytes {
-		return s, fmt.Errorf("%w: NaN rate (RateMessages %g, RateBytes %g)", ErrConfig, s.RateMessages, s.RateBytes)
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"RateMessages", s.RateMessages}, {"RateBytes", s.RateBytes}} {
+		if r.v < 0 || r.v != r.v {
+			return s, fmt.Errorf("%w: %s %g: want a rate of 0 (no cap) or more", ErrConfig, r.name, r.v)
+		}
 	}
 	if err := s.sendMode(); err != nil {
 		return s, err
