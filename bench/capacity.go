@@ -84,8 +84,10 @@ func (c SearchConfig) withDefaults() (SearchConfig, error) {
 	switch {
 	case !(c.Start > 0) || c.Start > MaxRate:
 		return c, fmt.Errorf("%w: search Start %g is outside (0, %g]", ErrConfig, c.Start, MaxRate)
-	case !(c.Min > 0) || !(c.Max >= c.Min) || c.Max > MaxRate:
-		return c, fmt.Errorf("%w: search Min..Max %g..%g: want 0 < Min <= Max <= %g", ErrConfig, c.Min, c.Max, MaxRate)
+	case !(c.Min > 0):
+		return c, fmt.Errorf("%w: search Min %g: want a positive rate", ErrConfig, c.Min)
+	case !(c.Max >= c.Min) || c.Max > MaxRate:
+		return c, fmt.Errorf("%w: search Max %g: want Min (%g) to %g", ErrConfig, c.Max, c.Min, MaxRate)
 	case !(c.Factor > 1) || c.Factor > 100:
 		return c, fmt.Errorf("%w: search Factor %g is outside (1, 100]", ErrConfig, c.Factor)
 	case !(c.Resolution > 0) || c.Resolution >= 1:

@@ -4,32 +4,18 @@ import (
 	"context"
 	"net/netip"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/mdbus/mdbus/internal/cfgtest"
 )
 
-// TestConfigRule: a negative value is refused with the field's name, a
-// zero value takes the default.
+// TestConfigRule: Range refuses a negative value by name, before it
+// sends anything; a zero value takes the default.
 func TestConfigRule(t *testing.T) {
-	server := netip.MustParseAddrPort("127.0.0.1:9")
-	for _, tc := range []struct {
-		field string
-		cfg   Config
-	}{
-		{"Wait", Config{Wait: -time.Millisecond}},
-		{"Tries", Config{Tries: -1}},
-		{"MaxPerRequest", Config{MaxPerRequest: -1}},
-		{"Idle", Config{Idle: -1}},
-	} {
-		t.Run(tc.field, func(t *testing.T) {
-			tc.cfg.Server = server
-			_, err := Range(context.Background(), tc.cfg, 1, 2)
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -")
-		})
-	}
+	fetch := func(c Config) error { _, err := Range(context.Background(), c, 1, 2); return err }
+	cfgtest.Refuses(t, ErrConfig, fetch, Config{Server: netip.MustParseAddrPort("127.0.0.1:9")}, "Wait", "Tries", "MaxPerRequest", "Idle")
 	c, err := Config{}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, Config{Wait: DefaultWait, Tries: DefaultTries, MaxPerRequest: DefaultMaxPerRequest, Idle: DefaultIdle}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgtest.Fields(t, c, map[string]any{"Wait": DefaultWait, "Tries": DefaultTries, "MaxPerRequest": DefaultMaxPerRequest, "Idle": DefaultIdle})
 }

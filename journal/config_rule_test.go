@@ -2,38 +2,26 @@ package journal
 
 import (
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/mdbus/mdbus/internal/cfgtest"
 )
 
-// TestConfigRule: a negative value is refused with the field's name where
-// the field has no "none", keeps all where its doc says so, and a zero
+// TestConfigRule: Open refuses a negative value by name where the field
+// has no "none"; RetainBytes and RetainAge keep negative as none; a zero
 // value takes the default.
 func TestConfigRule(t *testing.T) {
-	for _, tc := range []struct {
-		field string
-		cfg   Config
-	}{
-		{"SyncInterval", Config{SyncInterval: -time.Millisecond}},
-		{"SegmentBytes", Config{SegmentBytes: -1}},
-		{"BlockBytes", Config{BlockBytes: -1}},
-	} {
-		t.Run("negative "+tc.field, func(t *testing.T) {
-			_, err := Open(t.TempDir(), tc.cfg)
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -")
-		})
+	open := func(c Config) error {
+		j, err := Open(t.TempDir(), c)
+		if err == nil {
+			j.Close()
+		}
+		return err
 	}
-	c, err := Config{RetainBytes: -1, RetainAge: -1}.withDefaults()
-	require.NoError(t, err, "negative: none, where the doc says so")
-	require.Zero(t, c.RetainBytes)
-	require.Zero(t, c.RetainAge)
-
-	c, err = Config{}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, DefaultSyncInterval, c.SyncInterval)
-	require.Equal(t, int64(DefaultSegmentBytes), c.SegmentBytes)
-	require.Equal(t, DefaultBlockBytes, c.BlockBytes)
-	require.Equal(t, DefaultPerm, int(c.Perm))
+	cfgtest.Refuses(t, ErrConfig, open, Config{}, "SyncInterval", "SegmentBytes", "BlockBytes")
+	cfgtest.Accepts(t, open, Config{}, "RetainBytes", "RetainAge")
+	c, err := Config{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgtest.Fields(t, c, map[string]any{"SyncInterval": DefaultSyncInterval, "SegmentBytes": DefaultSegmentBytes, "BlockBytes": DefaultBlockBytes, "Perm": DefaultPerm})
 }

@@ -5,58 +5,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgtest"
 	"github.com/mdbus/mdbus/journal"
-	"github.com/mdbus/mdbus/nak"
-	"github.com/stretchr/testify/require"
 )
 
-// TestConfigRule: a negative value is refused with the field's name,
-// before any socket is opened, where the field has no "none"; a zero
-// value takes the default.
+// TestConfigRule: a negative value is refused by name, before any socket
+// is opened, where the field has no "none"; a zero value takes the
+// default.
 func TestConfigRule(t *testing.T) {
 	feed := netip.MustParseAddrPort("239.192.0.1:31001")
 	j, err := journal.Open(t.TempDir(), journal.Config{})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer j.Close()
-	for _, tc := range []struct {
-		field string
-		cfg   Config
-	}{
-		{"ReadBuffer", Config{ReadBuffer: -1}},
-		{"MaxStreams", Config{MaxStreams: -1}},
-		{"NAK: nak: invalid config: Deadline", Config{NAK: nak.Config{Deadline: -1}}},
-	} {
-		t.Run("Recorder "+tc.field, func(t *testing.T) {
-			tc.cfg.Feed, tc.cfg.Journal = feed, j
-			_, err := NewRecorder(tc.cfg)
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -")
-		})
+	rec := func(c Config) error { _, err := c.withDefaults(); return err }
+	rew := func(c RewinderConfig) error { _, err := c.withDefaults(); return err }
+	base, rbase := Config{Feed: feed, Journal: j}, RewinderConfig{Feed: feed, Upstream: netip.MustParseAddrPort("127.0.0.1:31100")}
+	cfgtest.Refuses(t, ErrConfig, rec, base, "ReadBuffer", "MaxStreams", "NAK.Deadline", "NAK.Retry")
+	cfgtest.Refuses(t, ErrConfig, rew, rbase, "ReadBuffer", "NAK.Deadline", "NAK.Window")
+	cfgtest.Accepts(t, rec, base, "MaxStreamsPerSource")
+	cfgtest.Accepts(t, rew, rbase, "Heartbeat")
+	c, err := base.withDefaults()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		field string
-		cfg   RewinderConfig
-	}{
-		{"ReadBuffer", RewinderConfig{ReadBuffer: -1}},
-		{"NAK: nak: invalid config: Retry", RewinderConfig{NAK: nak.Config{Retry: -1}}},
-	} {
-		t.Run("Rewinder "+tc.field, func(t *testing.T) {
-			tc.cfg.Feed = feed
-			_, err := NewRewinder(tc.cfg)
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -")
-		})
+	cfgtest.Fields(t, c, map[string]any{"ReadBuffer": DefaultRewinderReadBuffer, "NAK.Deadline": DefaultNAKDeadline})
+	rc, err := rbase.withDefaults()
+	if err != nil {
+		t.Fatal(err)
 	}
-	c, err := Config{Feed: feed, Journal: j, MaxStreamsPerSource: -1}.withDefaults()
-	require.NoError(t, err, "MaxStreamsPerSource: negative means no bound")
-	require.Equal(t, DefaultRewinderReadBuffer, c.ReadBuffer)
-	require.Equal(t, DefaultNAKDeadline, c.NAK.Deadline)
-	rc, err := RewinderConfig{Feed: feed, Upstream: netip.MustParseAddrPort("127.0.0.1:31100"), Heartbeat: -1}.withDefaults()
-	require.NoError(t, err, "Heartbeat: negative means none")
-	require.Negative(t, rc.Heartbeat)
-	require.Equal(t, DefaultRewinderReadBuffer, rc.ReadBuffer)
-	require.Equal(t, DefaultNAKDeadline, rc.NAK.Deadline)
-	rc, err = RewinderConfig{Feed: feed}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, time.Second, rc.Heartbeat)
+	cfgtest.Fields(t, rc, map[string]any{"ReadBuffer": DefaultRewinderReadBuffer, "NAK.Deadline": DefaultNAKDeadline, "Heartbeat": time.Second})
 }

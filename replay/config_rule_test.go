@@ -3,34 +3,19 @@ package replay
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/mdbus/mdbus/internal/cfgtest"
 )
 
-// TestConfigRule: a negative value is refused with the field's name where
-// the field has no "none", Spin keeps negative as "never spins", and a
-// zero value takes the default.
+// TestConfigRule: a negative value is refused by name where the field has
+// no "none"; Spin keeps negative as never spin; a zero value takes the
+// default.
 func TestConfigRule(t *testing.T) {
-	for _, tc := range []struct {
-		field string
-		cfg   Config
-	}{
-		{"Speed", Config{Speed: -1}},
-		{"Rate", Config{Rate: -1}},
-		{"PPS", Config{PPS: -1}},
-		{"Mbps", Config{Mbps: -1}},
-	} {
-		t.Run(tc.field, func(t *testing.T) {
-			_, err := tc.cfg.withDefaults()
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -1")
-		})
+	check := func(c Config) error { _, err := NewPacer(c); return err }
+	cfgtest.Refuses(t, ErrConfig, check, Config{}, "Speed", "Rate", "PPS", "Mbps")
+	cfgtest.Accepts(t, check, Config{}, "Spin")
+	c, err := Config{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
 	}
-	c, err := Config{Spin: -1}.withDefaults()
-	require.NoError(t, err)
-	require.Negative(t, c.Spin)
-	c, err = Config{}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, 1.0, c.Speed)
-	require.Equal(t, DefaultSpin, c.Spin)
-	require.NotNil(t, c.Clock)
+	cfgtest.Fields(t, c, map[string]any{"Speed": 1, "Spin": DefaultSpin})
 }

@@ -71,6 +71,7 @@ var rules = []rule{
 	{pattern: "bench/peers/...", rank: 10, below: true},
 	{pattern: "internal/netlab", rank: 0, testOnly: true},
 	{pattern: "internal/race", rank: 0, testOnly: true},
+	{pattern: "internal/cfgtest", rank: 0, testOnly: true},
 	{pattern: "internal/labtest", rank: 1, testOnly: true, may: []string{"internal/netlab"}},
 	{pattern: "internal/impairtest", rank: 3, testOnly: true, may: []string{"wire", "internal/sock"}},
 	{pattern: "internal/e2e", rank: 11, testOnly: true, below: true},

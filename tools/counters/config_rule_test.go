@@ -3,23 +3,18 @@ package counters
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/mdbus/mdbus/internal/cfgtest"
 )
 
-// TestConfigRule: a negative Slots is refused with its name, a negative
-// Interval means no sampling goroutine, and a zero value takes the
-// default.
+// TestConfigRule: a negative Slots is refused by name; a negative
+// Interval means no sampling goroutine; a zero value takes the default.
 func TestConfigRule(t *testing.T) {
-	_, err := Config{Slots: -1}.withDefaults()
-	require.ErrorIs(t, err, ErrConfig)
-	require.ErrorContains(t, err, "Slots -1")
-	c, err := Config{Interval: -1}.withDefaults()
-	require.NoError(t, err, "Interval: negative means no sampling goroutine")
-	require.Negative(t, c.Interval)
-	c, err = Config{}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, DefaultDir(), c.Dir)
-	require.Equal(t, "mdbus", c.Role)
-	require.Equal(t, DefaultSlots, c.Slots)
-	require.Equal(t, DefaultInterval, c.Interval)
+	check := func(c Config) error { _, err := c.withDefaults(); return err }
+	cfgtest.Refuses(t, ErrConfig, check, Config{}, "Slots")
+	cfgtest.Accepts(t, check, Config{}, "Interval")
+	c, err := Config{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgtest.Fields(t, c, map[string]any{"Dir": DefaultDir(), "Role": "mdbus", "Slots": DefaultSlots, "Interval": DefaultInterval})
 }

@@ -60,11 +60,8 @@ type Client struct {
 
 // withDefaults checks c and returns it with defaults applied.
 func (c ClientConfig) withDefaults() (ClientConfig, error) {
-	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("FlushEvery", c.FlushEvery),
+	if err := c.Limits.check(cfgcheck.F("FlushEvery", c.FlushEvery),
 		cfgcheck.F("TickInterval", c.TickInterval), cfgcheck.F("MaxMessageLen", c.MaxMessageLen)); err != nil {
-		return c, err
-	}
-	if err := c.Limits.check(); err != nil {
 		return c, err
 	}
 	if c.Bus.Linger == 0 && !c.Bus.Inline {

@@ -146,12 +146,12 @@ func (c CollectorConfig) withDefaults() (CollectorConfig, error) {
 	if c.HistDigits < 1 || c.HistDigits > 5 {
 		return c, fmt.Errorf("%w: HistDigits %d: want 1 to 5", ErrConfig, c.HistDigits)
 	}
-	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("MaxSeries", c.MaxSeries), cfgcheck.F("MaxSetMembers", c.MaxSetMembers),
+	if c.SelfMetrics > SelfMetricsAlways {
+		return c, fmt.Errorf("%w: SelfMetrics %d", ErrConfig, c.SelfMetrics)
+	}
+	if err := c.Limits.check(cfgcheck.F("MaxSeries", c.MaxSeries), cfgcheck.F("MaxSetMembers", c.MaxSetMembers),
 		cfgcheck.F("MaxHistograms", c.MaxHistograms), cfgcheck.F("IdleExpiry", c.IdleExpiry),
 		cfgcheck.F("StreamTimeout", c.StreamTimeout)); err != nil {
-		return c, err
-	}
-	if err := c.Limits.check(); err != nil {
 		return c, err
 	}
 	c.MaxSeries = cmp.Or(c.MaxSeries, DefaultMaxSeries)
@@ -159,9 +159,6 @@ func (c CollectorConfig) withDefaults() (CollectorConfig, error) {
 	c.MaxHistograms = cmp.Or(c.MaxHistograms, DefaultMaxHistograms)
 	c.IdleExpiry = cmp.Or(c.IdleExpiry, DefaultIdleExpiry)
 	c.StreamTimeout = cmp.Or(c.StreamTimeout, DefaultStreamTimeout)
-	if c.SelfMetrics > SelfMetricsAlways {
-		return c, fmt.Errorf("%w: SelfMetrics %d", ErrConfig, c.SelfMetrics)
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

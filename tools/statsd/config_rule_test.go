@@ -4,90 +4,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/mdbus/mdbus/internal/cfgtest"
 )
 
-// TestConfigRule: a negative value is refused with the field's name where
-// the field has no "none", SelfInterval keeps negative as never, and a
-// zero value takes the default.
+// TestConfigRule: a negative value is refused by name where the field has
+// no "none"; SelfInterval keeps negative as never; a zero value takes the
+// default.
 func TestConfigRule(t *testing.T) {
-	for _, tc := range []struct {
-		field string
-		cfg   RelayConfig
-	}{
-		{"ReadBuffer", RelayConfig{ReadBuffer: -1}},
-		{"BatchSize", RelayConfig{BatchSize: -1}},
-		{"DatagramSize", RelayConfig{DatagramSize: -1}},
-		{"PreAggregate", RelayConfig{PreAggregate: -1}},
-		{"TickInterval", RelayConfig{TickInterval: -1}},
-		{"MaxMessageLen", RelayConfig{MaxMessageLen: -1}},
-		{"EndGrace", RelayConfig{EndGrace: -1}},
-		{"LogEvery", RelayConfig{LogEvery: -1}},
-		{"Limits.MaxLineLen", RelayConfig{Limits: Limits{MaxLineLen: -1}}},
-		{"Limits.MaxValues", RelayConfig{Limits: Limits{MaxValues: -1}}},
-	} {
-		t.Run("Relay "+tc.field, func(t *testing.T) {
-			_, err := tc.cfg.withDefaults()
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -")
-		})
-	}
-	for _, tc := range []struct {
-		field string
-		cfg   ClientConfig
-	}{
-		{"FlushEvery", ClientConfig{FlushEvery: -1}},
-		{"TickInterval", ClientConfig{TickInterval: -1}},
-		{"MaxMessageLen", ClientConfig{MaxMessageLen: -1}},
-		{"Limits.MaxTags", ClientConfig{Limits: Limits{MaxTags: -1}}},
-	} {
-		t.Run("Client "+tc.field, func(t *testing.T) {
-			_, err := NewClient(tc.cfg)
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -")
-		})
-	}
-	for _, tc := range []struct {
-		field string
-		cfg   CollectorConfig
-	}{
-		{"MaxSeries", CollectorConfig{MaxSeries: -1}},
-		{"MaxSetMembers", CollectorConfig{MaxSetMembers: -1}},
-		{"MaxHistograms", CollectorConfig{MaxHistograms: -1}},
-		{"IdleExpiry", CollectorConfig{IdleExpiry: -1}},
-		{"StreamTimeout", CollectorConfig{StreamTimeout: -1}},
-		{"Limits.MaxTagBytes", CollectorConfig{Limits: Limits{MaxTagBytes: -1}}},
-	} {
-		t.Run("Collector "+tc.field, func(t *testing.T) {
-			_, err := tc.cfg.withDefaults()
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, tc.field+" -")
-		})
-	}
+	relay := func(c RelayConfig) error { _, err := c.withDefaults(); return err }
+	client := func(c ClientConfig) error { _, err := c.withDefaults(); return err }
+	collector := func(c CollectorConfig) error { _, err := c.withDefaults(); return err }
+	cfgtest.Refuses(t, ErrConfig, relay, RelayConfig{}, "ReadBuffer", "BatchSize", "DatagramSize", "PreAggregate", "TickInterval",
+		"MaxMessageLen", "EndGrace", "LogEvery", "Limits.MaxLineLen", "Limits.MaxNameLen", "Limits.MaxTags", "Limits.MaxTagBytes", "Limits.MaxValues")
+	cfgtest.Refuses(t, ErrConfig, client, ClientConfig{}, "FlushEvery", "TickInterval", "MaxMessageLen", "Limits.MaxTags")
+	cfgtest.Refuses(t, ErrConfig, collector, CollectorConfig{}, "MaxSeries", "MaxSetMembers", "MaxHistograms", "IdleExpiry", "StreamTimeout", "Limits.MaxTagBytes")
+	cfgtest.Accepts(t, relay, RelayConfig{}, "SelfInterval")
 
-	r, err := RelayConfig{SelfInterval: -1}.withDefaults()
-	require.NoError(t, err, "SelfInterval: negative means never")
-	require.Negative(t, r.SelfInterval)
-	r, err = RelayConfig{}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, DefaultRelayBuffer, r.ReadBuffer)
-	require.Equal(t, DefaultRelayBatch, r.BatchSize)
-	require.Equal(t, DefaultDatagramSize, r.DatagramSize)
-	require.Equal(t, DefaultTickInterval, r.TickInterval)
-	require.Equal(t, DefaultSelfInterval, r.SelfInterval)
-	require.Equal(t, time.Second, r.EndGrace)
-	require.Equal(t, DefaultLogEvery, r.LogEvery)
-	require.Equal(t, DefaultMaxLineLen, r.Limits.MaxLineLen)
-	cl, err := ClientConfig{}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, time.Millisecond, cl.FlushEvery)
-	require.Equal(t, DefaultTickInterval, cl.TickInterval)
+	r, err := RelayConfig{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgtest.Fields(t, r, map[string]any{"ReadBuffer": DefaultRelayBuffer, "BatchSize": DefaultRelayBatch, "DatagramSize": DefaultDatagramSize,
+		"TickInterval": DefaultTickInterval, "SelfInterval": DefaultSelfInterval, "EndGrace": time.Second, "LogEvery": DefaultLogEvery, "Limits.MaxLineLen": DefaultMaxLineLen})
+	c, err := ClientConfig{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgtest.Fields(t, c, map[string]any{"FlushEvery": time.Millisecond, "TickInterval": DefaultTickInterval})
 	co, err := CollectorConfig{}.withDefaults()
-	require.NoError(t, err)
-	require.Equal(t, DefaultMaxSeries, co.MaxSeries)
-	require.Equal(t, DefaultMaxSetMembers, co.MaxSetMembers)
-	require.Equal(t, DefaultMaxHistograms, co.MaxHistograms)
-	require.Equal(t, DefaultIdleExpiry, co.IdleExpiry)
-	require.Equal(t, DefaultStreamTimeout, co.StreamTimeout)
-	require.Equal(t, DefaultFlushInterval, co.FlushInterval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgtest.Fields(t, co, map[string]any{"MaxSeries": DefaultMaxSeries, "MaxSetMembers": DefaultMaxSetMembers, "MaxHistograms": DefaultMaxHistograms,
+		"IdleExpiry": DefaultIdleExpiry, "StreamTimeout": DefaultStreamTimeout, "FlushInterval": DefaultFlushInterval})
 }

@@ -160,10 +160,11 @@ const (
 	MinSampleRate = 1e-6
 )
 
-// check refuses, by name, a negative limit (RelayConfig's rule).
-func (l Limits) check() error {
-	return cfgcheck.Negative(ErrConfig, cfgcheck.F("Limits.MaxLineLen", l.MaxLineLen), cfgcheck.F("Limits.MaxNameLen", l.MaxNameLen),
-		cfgcheck.F("Limits.MaxTags", l.MaxTags), cfgcheck.F("Limits.MaxTagBytes", l.MaxTagBytes), cfgcheck.F("Limits.MaxValues", l.MaxValues))
+// check refuses, by name, a negative limit or a negative one of the
+// config's own fields (RelayConfig's rule).
+func (l Limits) check(fields ...cfgcheck.Field) error {
+	return cfgcheck.Negative(ErrConfig, append(fields, cfgcheck.F("Limits.MaxLineLen", l.MaxLineLen), cfgcheck.F("Limits.MaxNameLen", l.MaxNameLen),
+		cfgcheck.F("Limits.MaxTags", l.MaxTags), cfgcheck.F("Limits.MaxTagBytes", l.MaxTagBytes), cfgcheck.F("Limits.MaxValues", l.MaxValues))...)
 }
 
 // withDefaults fills the zero limits; a negative one (which check

@@ -119,13 +119,10 @@ func (c RelayConfig) withDefaults() (RelayConfig, error) {
 	if c.NoUDP && c.Unix == "" {
 		return c, fmt.Errorf("%w: NoUDP without a Unix socket: nothing to listen on", ErrConfig)
 	}
-	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("ReadBuffer", c.ReadBuffer), cfgcheck.F("BatchSize", c.BatchSize),
+	if err := c.Limits.check(cfgcheck.F("ReadBuffer", c.ReadBuffer), cfgcheck.F("BatchSize", c.BatchSize),
 		cfgcheck.F("DatagramSize", c.DatagramSize), cfgcheck.F("PreAggregate", c.PreAggregate),
 		cfgcheck.F("TickInterval", c.TickInterval), cfgcheck.F("MaxMessageLen", c.MaxMessageLen),
 		cfgcheck.F("EndGrace", c.EndGrace), cfgcheck.F("LogEvery", c.LogEvery)); err != nil {
-		return c, err
-	}
-	if err := c.Limits.check(); err != nil {
 		return c, err
 	}
 	c.ReadBuffer = cmp.Or(c.ReadBuffer, DefaultRelayBuffer)
