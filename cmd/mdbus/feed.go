@@ -5,6 +5,7 @@ import (
 	"flag"
 	"time"
 
+	"github.com/mdbus/mdbus/retransmit"
 	"github.com/mdbus/mdbus/subscriber"
 )
 
@@ -79,4 +80,40 @@ func runFor(ctx context.Context, d time.Duration) (run context.Context, stop con
 		return context.WithTimeout(ctx, d)
 	}
 	return context.WithCancel(ctx)
+}
+
+// serverFlags are the flags of a re-request server a command runs (pub
+// --retransmit, rewind): where repairs go and who may ask.
+type serverFlags struct {
+	repair, allow *string
+	unicastFirst  *bool
+}
+
+// addServerFlags adds them; with prefixes the usages of the optional ones
+// ("with --retransmit: "), repairUsage says what the repair group carries.
+func addServerFlags(fs *flag.FlagSet, with, repairUsage string) serverFlags {
+	return serverFlags{
+		repair:       fs.String("repair-group", "", with+repairUsage),
+		unicastFirst: fs.Bool("unicast-first", false, "with --repair-group: answer a range's first re-request unicast, the group only when a second subscriber asks (for one subscriber)"),
+		allow:        fs.String("allow", "", with+"networks re-requests are accepted from, CIDR,... (default: anyone)"),
+	}
+}
+
+// config returns the server configuration the flags name, listening on
+// listen (the value of flag listenFlag). It is a usage error if one does
+// not parse.
+func (f serverFlags) config(listenFlag, listen string) (retransmit.ServerConfig, error) {
+	l, err := parseAddr(listenFlag, listen, false)
+	if err != nil {
+		return retransmit.ServerConfig{}, err
+	}
+	rg, err := parseAddr("--repair-group", *f.repair, true)
+	if err != nil {
+		return retransmit.ServerConfig{}, err
+	}
+	nets, err := parseAllow(*f.allow)
+	if err != nil {
+		return retransmit.ServerConfig{}, err
+	}
+	return retransmit.ServerConfig{Listen: l, RepairGroup: rg, UnicastFirst: *f.unicastFirst, Allow: nets}, nil
 }
