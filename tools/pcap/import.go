@@ -501,17 +501,28 @@ func (im *Importer) refuse(st *istream, p wire.Packet) {
 	}
 }
 
-func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
+// controlStream is the stream a heartbeat or end of session p speaks
+// for. Packets held behind a hole that p shows will not be filled (the
+// publisher went idle past it) are flushed first. Without a live stream
+// p is counted as an orphan and the stream is nil.
+func (im *Importer) controlStream(st *istream, p wire.Packet) (*istream, error) {
 	if st != nil && len(st.pend) > 0 && p.Seq > st.next {
-		// The publisher went idle past the hole: it will not be filled.
 		var err error
 		if st, err = im.flushPending(st); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if st == nil || st.done {
 		im.stats.Orphans++
-		return nil
+		return nil, nil
+	}
+	return st, nil
+}
+
+func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
+	st, err := im.controlStream(st, p)
+	if st == nil {
+		return err
 	}
 	fit := st.pos().Fit(p.Header)
 	st.high = max(st.high, p.Next())
@@ -528,15 +539,9 @@ func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
 }
 
 func (im *Importer) end(st *istream, p wire.Packet, ev Event) error {
-	if st != nil && len(st.pend) > 0 && p.Seq > st.next {
-		var err error
-		if st, err = im.flushPending(st); err != nil {
-			return err
-		}
-	}
-	if st == nil || st.done {
-		im.stats.Orphans++
-		return nil
+	st, err := im.controlStream(st, p)
+	if st == nil {
+		return err
 	}
 	if p.Seq > st.next {
 		if !st.broken {
