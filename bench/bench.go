@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -221,7 +222,7 @@ func (c Config) withDefaults() (settings, error) {
 	case s.Batch < 0 || s.Batch > 65535:
 		return bad("Batch %d is outside 1..65535", s.Batch)
 	}
-	if s.Linger = orNone(s.Linger, DefaultLinger); s.Linger > publisher.MaxLinger {
+	if s.Linger = cfgcheck.OrNone(s.Linger, DefaultLinger); s.Linger > publisher.MaxLinger {
 		return bad("Linger %v is above %v", s.Linger, publisher.MaxLinger)
 	}
 	for _, b := range []struct {
@@ -236,7 +237,7 @@ func (c Config) withDefaults() (settings, error) {
 			return bad("%s %d is outside 1..1 GiB", b.name, *b.v)
 		}
 	}
-	s.Spin = orNone(s.Spin, DefaultSpin)
+	s.Spin = cfgcheck.OrNone(s.Spin, DefaultSpin)
 	if s.BusyPoll < 0 || s.BusyPoll > subscriber.MaxBusyPoll {
 		return bad("BusyPoll %v is outside 0..%v", s.BusyPoll, subscriber.MaxBusyPoll)
 	}
@@ -350,16 +351,4 @@ func ParseRate(s string, allowMax bool) (float64, error) {
 		return 0, fmt.Errorf("%w: rate %q is above %g messages/s", ErrConfig, s, MaxRate)
 	}
 	return v, nil
-}
-
-// orNone resolves a duration of Config: 0 means def, a negative value
-// none (0).
-func orNone(v, def time.Duration) time.Duration {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }

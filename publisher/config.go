@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -310,11 +311,7 @@ func (c Config) withDefaults() (settings, error) {
 	case s.Linger > 0 && s.Send == SendInline:
 		return s, fmt.Errorf("%w: Linger and SendInline cannot be combined (SendInline sends each Publish at once; Linger waits to fill packets)", ErrConfig)
 	}
-	if s.WriteBuffer == 0 {
-		s.WriteBuffer = DefaultWriteBuffer
-	} else if s.WriteBuffer < 0 {
-		s.WriteBuffer = 0
-	}
+	s.WriteBuffer = cfgcheck.OrNone(s.WriteBuffer, DefaultWriteBuffer)
 	switch {
 	case s.BatchPackets == 0:
 		s.BatchPackets = DefaultBatchPackets

@@ -34,3 +34,15 @@ func Negative(errConfig error, fields ...Field) error {
 	}
 	return nil
 }
+
+// OrNone resolves a field whose doc says "negative: none": zero is def,
+// a negative value none (0), anything else itself.
+func OrNone[T ~int | ~int64](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}

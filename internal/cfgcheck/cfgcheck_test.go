@@ -17,3 +17,10 @@ func TestNegative(t *testing.T) {
 	require.EqualError(t, err, "x: invalid config: B -1ms: must not be negative (0: the default)")
 	require.ErrorContains(t, Negative(errConfig, F("Rate", -0.5)), "Rate -0.5")
 }
+
+func TestOrNone(t *testing.T) {
+	require.Equal(t, 7, OrNone(0, 7))
+	require.Equal(t, 0, OrNone(-3, 7))
+	require.Equal(t, 5, OrNone(5, 7))
+	require.Equal(t, time.Duration(0), OrNone(-time.Second, time.Minute))
+}
