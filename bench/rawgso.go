@@ -271,15 +271,7 @@ func (r *rawGSOReceiver) counters(res *SubResult) {
 func (s *sink) run(first, n, bytes, skip uint64, sched, kernelRT int64) {
 	s.msgs += n
 	s.bytes += bytes
-	switch {
-	case first == s.next:
-		s.next += n
-	case first > s.next:
-		s.missing += first - s.next
-		s.next = first + n
-	default:
-		s.disorder += n
-	}
+	s.count(first, n)
 	skip = min(skip, n)
 	lo := first + skip // the first message after the warm-up
 	sampled := n - skip
@@ -292,11 +284,7 @@ func (s *sink) run(first, n, bytes, skip uint64, sched, kernelRT int64) {
 	if sampled == 0 && s.started {
 		return
 	}
-	now := Now()
-	if !s.started {
-		s.started, s.first = true, now
-	}
-	s.last = now
+	now := s.stamp()
 	if sampled == 0 || sched < s.warmupUntil.Load() {
 		return
 	}
@@ -306,9 +294,7 @@ func (s *sink) run(first, n, bytes, skip uint64, sched, kernelRT int64) {
 	}
 	s.lat.Record(now, now-sched)
 	if kernelRT != 0 && s.wire != nil {
-		k := kernelRT - s.rtOffset
-		s.wire.Record(now, k-sched)
-		s.recvPath.Record(now, now-k)
+		s.split(now, sched, kernelRT)
 	}
 }
 
