@@ -5,20 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/mdbus/mdbus/internal/regfile"
 )
-
-// DirPrefix is the start of every user's default directory of ring files:
-// user UID keeps them in DirPrefix + UID, on tmpfs (the data lives in
-// memory and vanishes at reboot).
-const DirPrefix = "/dev/shm/mdbus-fanout-"
-
-// DefaultDir is this user's directory of ring files, DirPrefix + the
-// effective uid.
-func DefaultDir() string { return DirPrefix + strconv.Itoa(os.Geteuid()) }
 
 // ErrNotPrivate marks a directory or ring file that another user could
 // write to or that belongs to someone else: a reader would take its bytes
@@ -29,6 +19,15 @@ var ErrNotPrivate = errors.New("fanout: not private")
 // required field missing, or a negative value where the field has no
 // "none". Match with errors.Is.
 var ErrConfig = errors.New("fanout: invalid config")
+
+// DirPrefix is the start of every user's default directory of ring files:
+// user UID keeps them in DirPrefix + UID, on tmpfs (the data lives in
+// memory and vanishes at reboot).
+const DirPrefix = "/dev/shm/mdbus-fanout-"
+
+// DefaultDir is this user's directory of ring files, DirPrefix + the
+// effective uid.
+func DefaultDir() string { return regfile.UserDir(DirPrefix) }
 
 // errLocked: another writer holds the ring file.
 var errLocked = errors.New("another writer holds it")

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // A private directory is one a reader may trust the files of: a real
@@ -53,3 +54,8 @@ func CheckMode(name string, fi fs.FileInfo, notPrivate error) error {
 	}
 	return nil
 }
+
+// UserDir is prefix followed by the effective uid: this user's own
+// directory among those of every user under one shared parent
+// (/dev/shm).
+func UserDir(prefix string) string { return prefix + strconv.Itoa(os.Geteuid()) }

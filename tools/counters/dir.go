@@ -20,7 +20,7 @@ const DirPrefix = "/dev/shm/mdbus-"
 
 // DefaultDir is this user's directory of counters files,
 // /dev/shm/mdbus-UID (effective uid), used when Config.Dir is "".
-func DefaultDir() string { return DirPrefix + strconv.Itoa(os.Geteuid()) }
+func DefaultDir() string { return regfile.UserDir(DirPrefix) }
 
 // ErrNotPrivate marks a counters directory that other users could write
 // to, or that belongs to someone else: its files could be planted or
