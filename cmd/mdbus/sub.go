@@ -53,10 +53,7 @@ field by field), or with --stats only a stats line per interval. Ends at
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *format != "text" && *format != "hex" && *format != "json" {
-		return usageErr("--format %q: want text, hex or json", *format)
-	}
-	dec, err := parseDecode(*decodeAs, *format)
+	dec, err := parseOutput(*format, *decodeAs)
 	if err != nil {
 		return err
 	}
