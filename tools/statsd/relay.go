@@ -474,13 +474,8 @@ func (r *Relay) readUDP() {
 		for i := range n {
 			lr.datagram(b.Msgs[i].Buf, b.Msgs[i].Truncated)
 		}
-		if err != nil && !sock.IsTimeout(err) {
-			if r.ctx.Err() != nil {
-				break
-			}
-			r.st.readErrors.Add(1)
-			r.cfg.Logger.Error("statsd relay: read udp", "err", err)
-			time.Sleep(10 * time.Millisecond)
+		if err != nil && !sock.IsTimeout(err) && r.readFailed("statsd relay: read udp", err) {
+			break
 		}
 		lr.flushAgg(false)
 	}
@@ -505,17 +500,25 @@ func (r *Relay) readUnix() {
 			trunc := n > r.cfg.DatagramSize
 			lr.datagram(buf[:min(n, r.cfg.DatagramSize)], trunc)
 		}
-		if err != nil && !isTimeout(err) {
-			if r.ctx.Err() != nil {
-				break
-			}
-			r.st.readErrors.Add(1)
-			r.cfg.Logger.Error("statsd relay: read unix", "err", err)
-			time.Sleep(10 * time.Millisecond)
+		if err != nil && !isTimeout(err) && r.readFailed("statsd relay: read unix", err) {
+			break
 		}
 		lr.flushAgg(false)
 	}
 	lr.flushAgg(true)
+}
+
+// readFailed counts and logs (as msg) a read error that is not a
+// timeout, and pauses so that a socket that fails at once does not spin;
+// stop says the relay is closing, which explains the error.
+func (r *Relay) readFailed(msg string, err error) (stop bool) {
+	if r.ctx.Err() != nil {
+		return true
+	}
+	r.st.readErrors.Add(1)
+	r.cfg.Logger.Error(msg, "err", err)
+	time.Sleep(10 * time.Millisecond)
+	return false
 }
 
 func isTimeout(err error) bool {
