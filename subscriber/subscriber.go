@@ -218,7 +218,8 @@ type Recovery struct {
 	// 10 ms doubling to 100 ms, lost after 1 s, at most 1024 messages per
 	// request and 65536 tracked per stream. A zero Seed draws a random one;
 	// a non-zero Seed makes the delays replayable (each stream derives its
-	// own seed from it).
+	// own seed from it). Its fields follow Config's rule: none has a
+	// "none", so New refuses a negative one (nak.Config.Check).
 	NAK nak.Config
 	// LossPolicy says what follows a loss: LossContinue (default) skips
 	// the lost range and continues, LossStop stops delivering the stream.
