@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -61,6 +62,13 @@ var (
 )
 
 // Config configures a Bench. The zero value of every field is its default.
+//
+// One rule for the values of every field, here and in the other configs
+// of this package (GroupConfig, GoalsConfig, SearchConfig and the cases):
+// the zero value means the default. A negative value means "none" only
+// for the fields whose doc says "negative:" (Warmup, Linger, Spin); for
+// every other field a negative value is invalid and the call returns an
+// error wrapping ErrConfig that names it.
 type Config struct {
 	// Command names the invocation in the report ("throughput", ...).
 	Command string
@@ -79,7 +87,7 @@ type Config struct {
 	// the warm-up, for latency) if Duration has not ended it first.
 	Count int64
 	// Warmup is the start of each latency run that is sent but not
-	// recorded; default 500 ms, negative for none.
+	// recorded; default 500 ms; negative: none.
 	Warmup time.Duration
 	// PayloadSize is the largest MoldUDP64 packet; default
 	// wire.DefaultPayloadSizeIPv4 (1472, a 1500-byte MTU).
@@ -89,7 +97,7 @@ type Config struct {
 	Batch int
 	// Linger is how long the mdbus publisher of a throughput run lets a
 	// partly filled packet wait for more messages (publisher.Config.Linger);
-	// default 500 µs, negative for none. Latency runs never linger: each
+	// default 500 µs; negative: none. Latency runs never linger: each
 	// message leaves as soon as it is published.
 	Linger time.Duration
 	// ReadBuffer and WriteBuffer are the SO_RCVBUF/SO_SNDBUF requests;
@@ -109,7 +117,7 @@ type Config struct {
 	NoGRO bool
 	// Spin is how close to a latency message's send time the sender stops
 	// sleeping and busy-waits (Go's sleeps on Linux wake up to a
-	// millisecond late); default 2 ms, negative never spins.
+	// millisecond late); default 2 ms; negative: none, never spins.
 	Spin time.Duration
 	// Inline makes the mdbus publisher send on the publishing goroutine
 	// (publisher.Config.Inline) in latency runs; default true there, and
@@ -185,14 +193,14 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	switch {
 	case s.Duration < 0:
-		return bad("duration %v is negative", s.Duration)
+		return bad("Duration %v is negative", s.Duration)
 	case s.Duration > MaxDuration:
-		return bad("duration %v is above the limit of %v", s.Duration, MaxDuration)
+		return bad("Duration %v is above the limit of %v", s.Duration, MaxDuration)
 	case s.Duration == 0:
 		s.Duration = DefaultDuration
 	}
 	if s.Count < 0 {
-		return bad("count %d is negative", s.Count)
+		return bad("Count %d is negative", s.Count)
 	}
 	switch {
 	case s.Warmup == 0:
@@ -200,48 +208,50 @@ func (c Config) withDefaults() (settings, error) {
 	case s.Warmup < 0:
 		s.Warmup = 0
 	case s.Warmup >= s.Duration:
-		return bad("warm-up %v is not shorter than the duration %v", s.Warmup, s.Duration)
+		return bad("Warmup %v is not shorter than the Duration %v", s.Warmup, s.Duration)
 	}
 	switch {
 	case s.PayloadSize == 0:
 		s.PayloadSize = wire.DefaultPayloadSizeIPv4
 	case s.PayloadSize < wire.MinPayloadSize+StampLen || s.PayloadSize > wire.MaxPayloadSize:
-		return bad("payload size %d is outside %d..%d", s.PayloadSize, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
+		return bad("PayloadSize %d is outside %d..%d", s.PayloadSize, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
 	}
 	switch {
 	case s.Batch == 0:
 		s.Batch = DefaultBatch
 	case s.Batch < 0 || s.Batch > 65535:
-		return bad("batch %d is outside 1..65535", s.Batch)
+		return bad("Batch %d is outside 1..65535", s.Batch)
 	}
-	if s.Linger = orNone(s.Linger, DefaultLinger); s.Linger > publisher.MaxLinger {
-		return bad("linger %v is above %v", s.Linger, publisher.MaxLinger)
+	if s.Linger = cfgcheck.OrNone(s.Linger, DefaultLinger); s.Linger > publisher.MaxLinger {
+		return bad("Linger %v is above %v", s.Linger, publisher.MaxLinger)
 	}
-	for _, b := range []*int{&s.ReadBuffer, &s.WriteBuffer} {
+	for _, b := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"ReadBuffer", &s.ReadBuffer, DefaultReadBuffer}, {"WriteBuffer", &s.WriteBuffer, DefaultWriteBuffer}} {
 		switch {
-		case *b == 0 && b == &s.ReadBuffer:
-			*b = DefaultReadBuffer
-		case *b == 0:
-			*b = DefaultWriteBuffer
-		case *b < 0 || *b > 1<<30:
-			return bad("socket buffer %d is outside 1..1 GiB", *b)
+		case *b.v == 0:
+			*b.v = b.def
+		case *b.v < 0 || *b.v > 1<<30:
+			return bad("%s %d is outside 1..1 GiB", b.name, *b.v)
 		}
 	}
-	s.Spin = orNone(s.Spin, DefaultSpin)
+	s.Spin = cfgcheck.OrNone(s.Spin, DefaultSpin)
 	if s.BusyPoll < 0 || s.BusyPoll > subscriber.MaxBusyPoll {
-		return bad("busy poll %v is outside 0..%v", s.BusyPoll, subscriber.MaxBusyPoll)
+		return bad("BusyPoll %v is outside 0..%v", s.BusyPoll, subscriber.MaxBusyPoll)
 	}
 	switch {
 	case s.Interval == 0:
 		s.Interval = DefaultInterval
 	case s.Interval < 10*time.Millisecond:
-		return bad("interval %v is below 10ms", s.Interval)
+		return bad("Interval %v is below 10ms", s.Interval)
 	}
 	switch {
 	case s.Drain == 0:
 		s.Drain = DefaultDrain
 	case s.Drain < 0 || s.Drain > time.Minute:
-		return bad("drain %v is outside 0..1m", s.Drain)
+		return bad("Drain %v is outside 0..1m", s.Drain)
 	}
 	if s.Seed == 0 {
 		s.Seed = 1
@@ -341,16 +351,4 @@ func ParseRate(s string, allowMax bool) (float64, error) {
 		return 0, fmt.Errorf("%w: rate %q is above %g messages/s", ErrConfig, s, MaxRate)
 	}
 	return v, nil
-}
-
-// orNone resolves a duration of Config: 0 means def, a negative value
-// none (0).
-func orNone(v, def time.Duration) time.Duration {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }

@@ -43,7 +43,8 @@ const (
 	LimitError = "error"
 )
 
-// SearchConfig bounds the search for the highest rate that passes.
+// SearchConfig bounds the search for the highest rate that passes. Zero
+// and negative values follow Config's rule.
 type SearchConfig struct {
 	// Start is the first rate probed (messages/s, > 0).
 	Start float64
@@ -82,17 +83,19 @@ func (c SearchConfig) withDefaults() (SearchConfig, error) {
 	}
 	switch {
 	case !(c.Start > 0) || c.Start > MaxRate:
-		return c, fmt.Errorf("%w: search start rate %g is outside (0, %g]", ErrConfig, c.Start, MaxRate)
-	case !(c.Min > 0) || !(c.Max >= c.Min) || c.Max > MaxRate:
-		return c, fmt.Errorf("%w: search bounds %g..%g: want 0 < min <= max <= %g", ErrConfig, c.Min, c.Max, MaxRate)
+		return c, fmt.Errorf("%w: search Start %g is outside (0, %g]", ErrConfig, c.Start, MaxRate)
+	case !(c.Min > 0):
+		return c, fmt.Errorf("%w: search Min %g: want a positive rate", ErrConfig, c.Min)
+	case !(c.Max >= c.Min) || c.Max > MaxRate:
+		return c, fmt.Errorf("%w: search Max %g: want Min (%g) to %g", ErrConfig, c.Max, c.Min, MaxRate)
 	case !(c.Factor > 1) || c.Factor > 100:
-		return c, fmt.Errorf("%w: ramp factor %g is outside (1, 100]", ErrConfig, c.Factor)
+		return c, fmt.Errorf("%w: search Factor %g is outside (1, 100]", ErrConfig, c.Factor)
 	case !(c.Resolution > 0) || c.Resolution >= 1:
-		return c, fmt.Errorf("%w: resolution %g is outside (0, 1)", ErrConfig, c.Resolution)
+		return c, fmt.Errorf("%w: search Resolution %g is outside (0, 1)", ErrConfig, c.Resolution)
 	case c.MaxProbes < 1 || c.MaxProbes > 100:
-		return c, fmt.Errorf("%w: max probes %d is outside 1..100", ErrConfig, c.MaxProbes)
+		return c, fmt.Errorf("%w: search MaxProbes %d is outside 1..100", ErrConfig, c.MaxProbes)
 	case c.Budget < 0:
-		return c, fmt.Errorf("%w: search budget %v is negative", ErrConfig, c.Budget)
+		return c, fmt.Errorf("%w: search Budget %v is negative", ErrConfig, c.Budget)
 	}
 	return c, nil
 }
@@ -310,7 +313,7 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 		c.PayloadSize = b.s.PayloadSize
 	}
 	if c.Probe < 0 || c.Probe > MaxDuration {
-		return CapacityResult{}, fmt.Errorf("%w: probe duration %v is outside 0..%v", ErrConfig, c.Probe, MaxDuration)
+		return CapacityResult{}, fmt.Errorf("%w: Probe %v is outside 0..%v", ErrConfig, c.Probe, MaxDuration)
 	}
 	if err := b.checkCase(c.System, c.Sizes, 0, c.Subscribers, c.Loss, c.Probe, 0, c.PayloadSize); err != nil {
 		return CapacityResult{}, err

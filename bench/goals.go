@@ -34,7 +34,8 @@ const (
 	GoalPayloadSize = 8972
 )
 
-// GoalsConfig tunes Goals. The zero value runs the scenarios at the targets.
+// GoalsConfig tunes Goals. The zero value runs the scenarios at the
+// targets; zero and negative values follow Config's rule.
 type GoalsConfig struct {
 	// Rate is the offered rate of the sustained runs; default GoalRate.
 	Rate float64
@@ -94,8 +95,11 @@ func (b *Bench) Goals(ctx context.Context, gc GoalsConfig) error {
 	if len(gc.PayloadSizes) == 0 {
 		gc.PayloadSizes = []int{GoalPayloadSize, wire.DefaultPayloadSizeIPv4}
 	}
-	if gc.Rate < 0 || gc.Rate > MaxRate || gc.Loss < 0 || gc.Loss > 0.5 {
-		return fmt.Errorf("%w: goals: rate %g, loss %g", ErrConfig, gc.Rate, gc.Loss)
+	if gc.Rate < 0 || gc.Rate > MaxRate {
+		return fmt.Errorf("%w: goals: Rate %g is outside 0..%g", ErrConfig, gc.Rate, MaxRate)
+	}
+	if gc.Loss < 0 || gc.Loss > 0.5 {
+		return fmt.Errorf("%w: goals: Loss %g is outside 0..0.5", ErrConfig, gc.Loss)
 	}
 	for _, p := range gc.PayloadSizes {
 		if MaxMessageFor(Mdbus, p) < goalSizeBytes {

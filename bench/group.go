@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -44,7 +45,9 @@ type GroupConfig struct {
 	// Spawn returns the command that runs one subscriber process with
 	// args (default: this executable with "bench _group-sub").
 	Spawn func(args []string) *exec.Cmd
-	// Timeout bounds the run after publishing (default 60 s).
+	// Timeout bounds the run after publishing (default 60 s). Subs,
+	// Count, Rate and Size are required; zero and negative values follow
+	// Config's rule.
 	Timeout time.Duration
 }
 
@@ -101,9 +104,10 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	if c.Interface == "" {
 		c.Interface = "lo"
 	}
-	if c.Timeout <= 0 {
-		c.Timeout = 60 * time.Second
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("%w: Timeout %v is negative", ErrConfig, c.Timeout)
 	}
+	c.Timeout = cmp.Or(c.Timeout, 60*time.Second)
 	if c.Spawn == nil {
 		c.Spawn = func(args []string) *exec.Cmd {
 			cmd := defaultSpawn(args)
@@ -113,15 +117,15 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	}
 	switch {
 	case c.Subs < 1 || c.Subs > 256:
-		return c, fmt.Errorf("%w: %d subscribers: want 1 to 256", ErrConfig, c.Subs)
+		return c, fmt.Errorf("%w: Subs %d: want 1 to 256 subscribers", ErrConfig, c.Subs)
 	case c.Count < 1:
-		return c, fmt.Errorf("%w: count %d: want at least 1", ErrConfig, c.Count)
+		return c, fmt.Errorf("%w: Count %d: want at least 1", ErrConfig, c.Count)
 	case !(c.Rate > 0) || c.Rate > MaxRate:
-		return c, fmt.Errorf("%w: rate %v: want a positive rate up to %g", ErrConfig, c.Rate, MaxRate)
+		return c, fmt.Errorf("%w: Rate %v: want a positive rate up to %g", ErrConfig, c.Rate, MaxRate)
 	case c.Size < 8 || c.Size > 1400:
-		return c, fmt.Errorf("%w: size %d: want 8 to 1400 bytes", ErrConfig, c.Size)
+		return c, fmt.Errorf("%w: Size %d: want 8 to 1400 bytes", ErrConfig, c.Size)
 	case !c.Group.Addr().Is4() || !c.Group.Addr().IsMulticast() || c.Group.Port() == 0 || c.Group.Port() == 65535:
-		return c, fmt.Errorf("%w: group %v: want an IPv4 multicast address and port", ErrConfig, c.Group)
+		return c, fmt.Errorf("%w: Group %v: want an IPv4 multicast address and port", ErrConfig, c.Group)
 	}
 	return c, nil
 }

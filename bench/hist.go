@@ -231,6 +231,16 @@ func (c *collector) addRangeErrors(series string, n int64) {
 	c.mu.Unlock()
 }
 
+// settle brings the totals up to date: it syncs, unless the collector
+// has stopped, when they are final.
+func (c *collector) settle() {
+	select {
+	case <-c.done:
+	default:
+		c.sync()
+	}
+}
+
 // sync returns once everything queued before the call is merged.
 func (c *collector) sync() {
 	ack := make(chan struct{})
@@ -248,11 +258,7 @@ func (c *collector) close() {
 // total returns a copy of a series' merged histogram (empty if none) and its
 // range errors.
 func (c *collector) total(series string) (*hdr.Histogram, int64) {
-	select {
-	case <-c.done:
-	default:
-		c.sync()
-	}
+	c.settle()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.totals[series]; t != nil {
@@ -263,11 +269,7 @@ func (c *collector) total(series string) (*hdr.Histogram, int64) {
 
 // series lists the series names in sorted order.
 func (c *collector) seriesNames() []string {
-	select {
-	case <-c.done:
-	default:
-		c.sync()
-	}
+	c.settle()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	names := make([]string, 0, len(c.totals))
@@ -328,11 +330,7 @@ func (c *collector) importChild(ex []exported, hlog string) error {
 
 // hlog returns the interval log: header lines, then every interval.
 func (c *collector) hlog(start time.Time) ([]byte, error) {
-	select {
-	case <-c.done:
-	default:
-		c.sync()
-	}
+	c.settle()
 	var b bytes.Buffer
 	w := hdr.NewHistogramLogWriter(&b)
 	_ = w.OutputLogFormatVersion()

@@ -66,13 +66,7 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if c.Subscribers == 0 {
 		c.Subscribers = 1
 	}
-	dur, count := c.Duration, c.Count
-	if dur == 0 {
-		dur = b.s.Duration
-	}
-	if count == 0 {
-		count = b.s.Count
-	}
+	dur, count := b.runLength(c.Duration, c.Count)
 	if c.Mode != OneWay && c.Mode != RoundTrip && c.Mode != PingPong {
 		return LatencyRun{}, fmt.Errorf("%w: latency mode %q: want %s, %s or %s", ErrConfig, c.Mode, OneWay, RoundTrip, PingPong)
 	}
@@ -99,7 +93,7 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 		return LatencyRun{}, fmt.Errorf("%w: a round trip has one pinger and one ponger in this process", ErrConfig)
 	}
 	if c.Rate < 0 {
-		return LatencyRun{}, fmt.Errorf("%w: rate %g is negative", ErrConfig, c.Rate)
+		return LatencyRun{}, fmt.Errorf("%w: Rate %g is negative", ErrConfig, c.Rate)
 	}
 	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count, b.s.PayloadSize); err != nil {
 		return LatencyRun{}, err
@@ -185,14 +179,7 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	sr := sendLoop(ctx, snd, ring, loopParams{
 		rate: c.Rate, count: count, duration: dur, warmEnd: warmEnd, batch: b.s.Batch, spin: b.s.Spin,
 	})
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.Drain)
-	defer cancel()
-	ferr := snd.finish(drainCtx)
-	var ends []<-chan struct{}
-	for _, s := range subs {
-		ends = append(ends, s.ended())
-	}
-	drainWait(drainCtx, ends)
+	ferr := b.finishRun(ctx, snd, subs)
 	var perr error
 	if pong != nil {
 		perr = pong.close()
@@ -226,18 +213,12 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 		b.notedStamps = true
 		b.Note("mdbus: no kernel receive timestamps (subscriber.Config cannot turn SO_TIMESTAMPNS on), so no wire / receive-path split for mdbus")
 	}
-	if h, re := b.coll.total(series + "-recovery"); h.TotalCount() > 0 {
-		p := percentiles(h, re)
-		run.Recovery = &p
-	}
+	run.Recovery = b.recoveryOf(series)
 	run.Interrupted = sr.interrupted
-	err = errors.Join(append([]error{sr.err, ferr, perr}, errs...)...)
+	err, rerr := runError(sr.interrupted, append([]error{sr.err, ferr, perr}, errs...)...)
 	run.Error = errString(err)
 	b.rep.Latency = append(b.rep.Latency, run)
-	if sr.interrupted {
-		return run, errors.Join(context.Canceled, err)
-	}
-	return run, err
+	return run, rerr
 }
 
 // setWarmup tells the receivers when the warm-up ends (known only once
@@ -370,7 +351,7 @@ type rawPonger struct {
 }
 
 func newRawPonger(rp recvParams, sp sendParams) (*rawPonger, error) {
-	in, err := openRawReceiver(rp)
+	in, err := openRawReceiver(rp, false, "raw ponger")
 	if err != nil {
 		return nil, err
 	}

@@ -212,10 +212,7 @@ func (b *Bench) pingPong(ctx context.Context, c LatencyCase, dur time.Duration, 
 	cpu := cpuSeconds() - cpu0
 	wall := float64(loop.measEnd-start) / 1e9
 
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.Drain)
-	defer cancel()
-	ferr := snd.finish(drainCtx)
-	drainWait(drainCtx, []<-chan struct{}{sub.ended()})
+	ferr := b.finishRun(ctx, snd, []subHandle{sub})
 	res, serr := sub.stop(loop.seq)
 	pres, perr := pong.stop(loop.seq)
 	if ms, ok := snd.(*mdbusSender); ok {

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/sock"
@@ -188,63 +186,21 @@ func (s *rawGSOSender) gsoPackets() uint64 {
 // subscriber's batch of datagrams per read) and counts each packet's
 // messages and bytes from its header and length, without reading them.
 type rawGSOReceiver struct {
-	conn    *sock.Conn
-	pc      sock.PacketConn
-	batch   *sock.Batch
+	rawLoop
 	group   netip.Addr
 	sink    *sink
-	end     chan struct{}
-	done    chan struct{}
-	closed  atomic.Bool
-	once    sync.Once
-	drops   uint64
 	packets uint64
-	err     error
 }
 
 func newRawGSOReceiver(p recvParams, sk *sink) (*rawGSOReceiver, error) {
-	c, err := sock.Open(sock.Config{
-		Local:      netip.AddrPortFrom(netip.IPv4Unspecified(), p.group.Port()),
-		ReusePort:  true,
-		ReadBuffer: p.readBuffer,
-		Timestamps: p.timestamps,
-		BusyPoll:   p.busyPoll,
-		GRO:        !p.noGRO,
-	})
+	c, err := openRawReceiver(p, !p.noGRO, "raw-gso receiver")
 	if err != nil {
-		return nil, fmt.Errorf("bench: raw-gso receiver: %w", err)
+		return nil, err
 	}
-	if err := c.Join(p.ifi, p.group.Addr(), netip.Addr{}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("bench: raw-gso receiver: %w", err)
-	}
-	r := &rawGSOReceiver{
-		conn: c, pc: c, batch: sock.NewBatch(subscriber.DefaultBatchSize, subscriber.DefaultDatagramSize),
-		group: p.group.Addr(), sink: sk, end: make(chan struct{}), done: make(chan struct{}),
-	}
-	go r.run()
+	batch := sock.NewBatch(subscriber.DefaultBatchSize, subscriber.DefaultDatagramSize)
+	r := &rawGSOReceiver{rawLoop: newRawLoop(c, batch), group: p.group.Addr(), sink: sk}
+	go r.run(r.handle, "raw-gso receive")
 	return r, nil
-}
-
-func (r *rawGSOReceiver) run() {
-	defer close(r.done)
-	for {
-		n, err := r.pc.ReadBatch(r.batch)
-		if err != nil {
-			if r.closed.Load() {
-				return
-			}
-			if sock.IsTimeout(err) {
-				continue
-			}
-			r.err = fmt.Errorf("bench: raw-gso receive: %w", err)
-			return
-		}
-		if r.handle(r.batch.Msgs[:n]) {
-			r.once.Do(func() { close(r.end) })
-		}
-		r.drops = uint64(r.batch.Drops)
-	}
 }
 
 // handle counts a read's packets into the sink and reports whether the
@@ -301,20 +257,8 @@ func inWarmup(body []byte, count int, warm int64) (skip int, sched int64) {
 	return count, 0
 }
 
-func (r *rawGSOReceiver) ended() <-chan struct{} { return r.end }
-
-func (r *rawGSOReceiver) close() error {
-	if r.closed.Swap(true) {
-		return nil
-	}
-	r.conn.Close()
-	<-r.done
-	return r.err
-}
-
 func (r *rawGSOReceiver) counters(res *SubResult) {
-	res.KernelDrops = r.drops
-	res.ReadBuffer = r.conn.ReadBufferGranted
+	r.rawLoop.counters(res)
 	res.Packets = r.packets
 	res.Lost = r.sink.missing
 }
@@ -327,15 +271,7 @@ func (r *rawGSOReceiver) counters(res *SubResult) {
 func (s *sink) run(first, n, bytes, skip uint64, sched, kernelRT int64) {
 	s.msgs += n
 	s.bytes += bytes
-	switch {
-	case first == s.next:
-		s.next += n
-	case first > s.next:
-		s.missing += first - s.next
-		s.next = first + n
-	default:
-		s.disorder += n
-	}
+	s.count(first, n)
 	skip = min(skip, n)
 	lo := first + skip // the first message after the warm-up
 	sampled := n - skip
@@ -348,11 +284,7 @@ func (s *sink) run(first, n, bytes, skip uint64, sched, kernelRT int64) {
 	if sampled == 0 && s.started {
 		return
 	}
-	now := Now()
-	if !s.started {
-		s.started, s.first = true, now
-	}
-	s.last = now
+	now := s.stamp()
 	if sampled == 0 || sched < s.warmupUntil.Load() {
 		return
 	}
@@ -362,9 +294,7 @@ func (s *sink) run(first, n, bytes, skip uint64, sched, kernelRT int64) {
 	}
 	s.lat.Record(now, now-sched)
 	if kernelRT != 0 && s.wire != nil {
-		k := kernelRT - s.rtOffset
-		s.wire.Record(now, k-sched)
-		s.recvPath.Record(now, now-k)
+		s.split(now, sched, kernelRT)
 	}
 }
 

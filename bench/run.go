@@ -271,6 +271,54 @@ func seriesName(parts ...string) string {
 	}, s)
 }
 
+// runLength is a case's duration and count: its own where set, else the
+// Config's.
+func (b *Bench) runLength(dur time.Duration, count int64) (time.Duration, int64) {
+	if dur == 0 {
+		dur = b.s.Duration
+	}
+	if count == 0 {
+		count = b.s.Count
+	}
+	return dur, count
+}
+
+// finishRun ends the sender's session and waits, at most Config.Drain
+// (even when ctx has ended), until every receiver has seen the end. It
+// returns the sender's error.
+func (b *Bench) finishRun(ctx context.Context, snd sender, subs []subHandle) error {
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.Drain)
+	defer cancel()
+	ferr := snd.finish(drainCtx)
+	ends := make([]<-chan struct{}, 0, len(subs))
+	for _, s := range subs {
+		ends = append(ends, s.ended())
+	}
+	drainWait(drainCtx, ends)
+	return ferr
+}
+
+// recoveryOf is the recovery-time percentiles of series, nil if nothing
+// was recovered.
+func (b *Bench) recoveryOf(series string) *Percentiles {
+	h, re := b.coll.total(series + "-recovery")
+	if h.TotalCount() == 0 {
+		return nil
+	}
+	p := percentiles(h, re)
+	return &p
+}
+
+// runError joins a run's errors; an interrupted run's also matches
+// context.Canceled. The first is the one its report records.
+func runError(interrupted bool, errs ...error) (recorded, returned error) {
+	err := errors.Join(errs...)
+	if interrupted {
+		return err, errors.Join(context.Canceled, err)
+	}
+	return err, err
+}
+
 // drainWait waits until every channel is closed or ctx ends.
 func drainWait(ctx context.Context, chs []<-chan struct{}) bool {
 	for _, ch := range chs {

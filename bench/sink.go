@@ -103,23 +103,11 @@ func (s *sink) message(data []byte, kernelRT int64) {
 	if len(s.gaps) > 0 {
 		s.resolve(seq)
 	}
-	switch {
-	case seq == s.next:
-		s.next++
-	case seq > s.next:
-		s.missing += seq - s.next
-		s.next = seq + 1
-	default:
-		s.disorder++
-	}
+	s.count(seq, 1)
 	if seq&s.sampleMask != 0 && s.started {
 		return
 	}
-	now := Now()
-	if !s.started {
-		s.started, s.first = true, now
-	}
-	s.last = now
+	now := s.stamp()
 	if sched < s.warmupUntil.Load() {
 		return
 	}
@@ -129,10 +117,42 @@ func (s *sink) message(data []byte, kernelRT int64) {
 	}
 	s.lat.Record(now, now-sched)
 	if kernelRT != 0 && s.wire != nil {
-		k := kernelRT - s.rtOffset
-		s.wire.Record(now, k-sched)
-		s.recvPath.Record(now, now-k)
+		s.split(now, sched, kernelRT)
 	}
+}
+
+// count checks the sequences of n messages from first against the next
+// expected: in order, after a gap (counted missing), or late (disorder).
+func (s *sink) count(first, n uint64) {
+	switch {
+	case first == s.next:
+		s.next += n
+	case first > s.next:
+		s.missing += first - s.next
+		s.next = first + n
+	default:
+		s.disorder += n
+	}
+}
+
+// stamp returns the time now, noted as the last delivery (and the first,
+// for the first).
+func (s *sink) stamp() int64 {
+	now := Now()
+	if !s.started {
+		s.started, s.first = true, now
+	}
+	s.last = now
+	return now
+}
+
+// split records the wire and receive-path parts of the latency of a
+// message scheduled at sched, received by the kernel at kernelRT and
+// delivered now.
+func (s *sink) split(now, sched, kernelRT int64) {
+	k := kernelRT - s.rtOffset
+	s.wire.Record(now, k-sched)
+	s.recvPath.Record(now, now-k)
 }
 
 // flush hands the recorders' last intervals to the collector.

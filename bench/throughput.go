@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -52,17 +51,17 @@ func (b *Bench) checkCase(sys System, sz Sizes, rate float64, subs int, loss flo
 	case sys != Mdbus && sys != Raw && sys != RawGSO:
 		return bad("unknown system %q", sys)
 	case rate < 0 || rate > MaxRate || rate != rate:
-		return bad("rate %g is outside 0..%g messages/s", rate, MaxRate)
+		return bad("Rate %g is outside 0..%g messages/s", rate, MaxRate)
 	case subs < 0 || subs > MaxSubscribers:
-		return bad("subscribers %d is outside 1..%d", subs, MaxSubscribers)
+		return bad("Subscribers %d is outside 1..%d", subs, MaxSubscribers)
 	case loss < 0 || loss > 0.5 || loss != loss:
-		return bad("loss %g is outside 0..0.5", loss)
+		return bad("Loss %g is outside 0..0.5", loss)
 	case dur < 0 || dur > MaxDuration:
-		return bad("duration %v is outside 0..%v", dur, MaxDuration)
+		return bad("Duration %v is outside 0..%v", dur, MaxDuration)
 	case count < 0:
-		return bad("count %d is negative", count)
+		return bad("Count %d is negative", count)
 	case payload < wire.MinPayloadSize+StampLen || payload > wire.MaxPayloadSize:
-		return bad("payload size %d is outside %d..%d", payload, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
+		return bad("PayloadSize %d is outside %d..%d", payload, wire.MinPayloadSize+StampLen, wire.MaxPayloadSize)
 	}
 	if sz.Spec != "" {
 		if sz.Min < StampLen {
@@ -201,13 +200,7 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	if c.Subscribers == 0 {
 		c.Subscribers = 1
 	}
-	dur, count := c.Duration, c.Count
-	if dur == 0 {
-		dur = b.s.Duration
-	}
-	if count == 0 {
-		count = b.s.Count
-	}
+	dur, count := b.runLength(c.Duration, c.Count)
 	if c.PayloadSize == 0 {
 		c.PayloadSize = b.s.PayloadSize
 	}
@@ -281,14 +274,7 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	// fell due in batches, so the average rate is exact and the bursts
 	// last about a millisecond or two.
 	sr := sendLoop(ctx, snd, ring, loopParams{rate: c.Rate, count: count, duration: dur, batch: b.s.Batch, quantum: throughputQuantum})
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.Drain)
-	defer cancel()
-	ferr := snd.finish(drainCtx)
-	var ends []<-chan struct{}
-	for _, s := range subs {
-		ends = append(ends, s.ended())
-	}
-	drainWait(drainCtx, ends)
+	ferr := b.finishRun(ctx, snd, subs)
 	run.Sent = Counts{Messages: sr.sent, Bytes: sr.bytes, Packets: snd.packets(), Seconds: float64(sr.end-sr.start) / 1e9}
 	if m, ok := snd.(*mdbusSender); ok {
 		run.GSOPackets = m.pub.Stats().GSOPackets
@@ -322,15 +308,9 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 		p := percentiles(h, re)
 		run.Latency = &p
 	}
-	if h, re := b.coll.total(series + "-recovery"); h.TotalCount() > 0 {
-		p := percentiles(h, re)
-		run.Recovery = &p
-	}
+	run.Recovery = b.recoveryOf(series)
 	run.Interrupted = sr.interrupted
-	err = errors.Join(append([]error{sr.err, ferr}, errs...)...)
+	err, rerr := runError(sr.interrupted, append([]error{sr.err, ferr}, errs...)...)
 	run.Error = errString(err)
-	if sr.interrupted {
-		return run, errors.Join(context.Canceled, err)
-	}
-	return run, err
+	return run, rerr
 }

@@ -408,8 +408,9 @@ func closeConn(c interface{ Close() error }) error {
 
 func (s *rawSender) packets() uint64 { return s.sent }
 
-// openRawReceiver opens a socket joined to the group, as a subscriber does.
-func openRawReceiver(p recvParams) (*sock.Conn, error) {
+// openRawReceiver opens a socket joined to the group, as a subscriber
+// does; gro asks for UDP_GRO. what names the receiver in errors.
+func openRawReceiver(p recvParams, gro bool, what string) (*sock.Conn, error) {
 	wild := netip.IPv4Unspecified()
 	if p.group.Addr().Is6() {
 		wild = netip.IPv6Unspecified()
@@ -420,91 +421,116 @@ func openRawReceiver(p recvParams) (*sock.Conn, error) {
 		ReadBuffer: p.readBuffer,
 		Timestamps: p.timestamps,
 		BusyPoll:   p.busyPoll,
+		GRO:        gro,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bench: raw receiver: %w", err)
+		return nil, fmt.Errorf("bench: %s: %w", what, err)
 	}
 	if err := c.Join(p.ifi, p.group.Addr(), netip.Addr{}); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("bench: raw receiver: %w", err)
+		return nil, fmt.Errorf("bench: %s: %w", what, err)
 	}
 	return c, nil
 }
 
-type rawReceiver struct {
-	conn    *sock.Conn
-	pc      sock.PacketConn
-	batch   *sock.Batch
-	group   netip.Addr
-	sink    *sink
-	end     chan struct{}
-	done    chan struct{}
-	closed  atomic.Bool
-	once    sync.Once
-	drops   uint64
-	packets uint64
-	err     error
+// rawLoop is the socket and life cycle the raw receivers share: one
+// goroutine reads batches and hands each to a handler, until close.
+type rawLoop struct {
+	conn   *sock.Conn
+	pc     sock.PacketConn
+	batch  *sock.Batch
+	end    chan struct{}
+	done   chan struct{}
+	closed atomic.Bool
+	once   sync.Once
+	drops  uint64
+	err    error
 }
 
-const rawBatch = 64
-
-func newRawReceiver(p recvParams, sk *sink) (*rawReceiver, error) {
-	c, err := openRawReceiver(p)
-	if err != nil {
-		return nil, err
-	}
-	r := &rawReceiver{
-		conn: c, pc: c, batch: sock.NewBatch(rawBatch, p.bufSize+1), group: p.group.Addr(),
-		sink: sk, end: make(chan struct{}), done: make(chan struct{}),
-	}
-	go r.run()
-	return r, nil
+func newRawLoop(c *sock.Conn, batch *sock.Batch) rawLoop {
+	return rawLoop{conn: c, pc: c, batch: batch, end: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (r *rawReceiver) run() {
-	defer close(r.done)
+// run reads batches until close and hands each to handle, which reports
+// whether the end marker was among them. what names the receiver in the
+// error a failed read leaves for close.
+func (l *rawLoop) run(handle func([]sock.Message) (ended bool), what string) {
+	defer close(l.done)
 	for {
-		n, err := r.pc.ReadBatch(r.batch)
+		n, err := l.pc.ReadBatch(l.batch)
 		if err != nil {
-			if r.closed.Load() {
+			if l.closed.Load() {
 				return
 			}
 			if sock.IsTimeout(err) {
 				continue
 			}
-			r.err = fmt.Errorf("bench: raw receive: %w", err)
+			l.err = fmt.Errorf("bench: %s: %w", what, err)
 			return
 		}
-		for i := range r.batch.Msgs[:n] {
-			m := &r.batch.Msgs[i]
-			if m.Truncated || (m.Dst.IsValid() && m.Dst.Unmap() != r.group) {
-				continue
-			}
-			if _, seq, ok := ParseStamp(m.Buf); ok && seq == endSeq {
-				r.once.Do(func() { close(r.end) })
-				continue
-			}
-			r.packets++
-			r.sink.deliver(m.Buf, m.KernelTime)
+		if handle(l.batch.Msgs[:n]) {
+			l.once.Do(func() { close(l.end) })
 		}
-		r.drops = uint64(r.batch.Drops)
+		l.drops = uint64(l.batch.Drops)
 	}
 }
 
-func (r *rawReceiver) ended() <-chan struct{} { return r.end }
+func (l *rawLoop) ended() <-chan struct{} { return l.end }
 
-func (r *rawReceiver) close() error {
-	if r.closed.Swap(true) {
+func (l *rawLoop) close() error {
+	if l.closed.Swap(true) {
 		return nil
 	}
-	r.conn.Close()
-	<-r.done
-	return r.err
+	l.conn.Close()
+	<-l.done
+	return l.err
+}
+
+// counters fills the socket's counts; the receiver adds its own.
+func (l *rawLoop) counters(res *SubResult) {
+	res.KernelDrops = l.drops
+	res.ReadBuffer = l.conn.ReadBufferGranted
+}
+
+type rawReceiver struct {
+	rawLoop
+	group   netip.Addr
+	sink    *sink
+	packets uint64
+}
+
+const rawBatch = 64
+
+func newRawReceiver(p recvParams, sk *sink) (*rawReceiver, error) {
+	c, err := openRawReceiver(p, false, "raw receiver")
+	if err != nil {
+		return nil, err
+	}
+	r := &rawReceiver{rawLoop: newRawLoop(c, sock.NewBatch(rawBatch, p.bufSize+1)), group: p.group.Addr(), sink: sk}
+	go r.run(r.handle, "raw receive")
+	return r, nil
+}
+
+// handle delivers a read's packets to the sink and reports whether the end
+// marker was among them. It allocates nothing.
+func (r *rawReceiver) handle(msgs []sock.Message) (ended bool) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Truncated || (m.Dst.IsValid() && m.Dst.Unmap() != r.group) {
+			continue
+		}
+		if _, seq, ok := ParseStamp(m.Buf); ok && seq == endSeq {
+			ended = true
+			continue
+		}
+		r.packets++
+		r.sink.deliver(m.Buf, m.KernelTime)
+	}
+	return ended
 }
 
 func (r *rawReceiver) counters(res *SubResult) {
-	res.KernelDrops = r.drops
-	res.ReadBuffer = r.conn.ReadBufferGranted
+	r.rawLoop.counters(res)
 	res.Packets = r.packets
 	res.Lost = r.sink.missing
 }

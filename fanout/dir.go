@@ -5,9 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/mdbus/mdbus/internal/regfile"
 )
+
+// ErrNotPrivate marks a directory or ring file that another user could
+// write to or that belongs to someone else: a reader would take its bytes
+// for the feed, so it is neither written nor read. Match with errors.Is.
+var ErrNotPrivate = errors.New("fanout: not private")
+
+// ErrConfig marks a ReaderConfig or WriterConfig that is refused: a
+// required field missing, or a negative value where the field has no
+// "none". Match with errors.Is.
+var ErrConfig = errors.New("fanout: invalid config")
 
 // DirPrefix is the start of every user's default directory of ring files:
 // user UID keeps them in DirPrefix + UID, on tmpfs (the data lives in
@@ -16,12 +27,7 @@ const DirPrefix = "/dev/shm/mdbus-fanout-"
 
 // DefaultDir is this user's directory of ring files, DirPrefix + the
 // effective uid.
-func DefaultDir() string { return DirPrefix + strconv.Itoa(os.Geteuid()) }
-
-// ErrNotPrivate marks a directory or ring file that another user could
-// write to or that belongs to someone else: a reader would take its bytes
-// for the feed, so it is neither written nor read. Match with errors.Is.
-var ErrNotPrivate = errors.New("fanout: not private")
+func DefaultDir() string { return regfile.UserDir(DirPrefix) }
 
 // errLocked: another writer holds the ring file.
 var errLocked = errors.New("another writer holds it")
@@ -41,27 +47,15 @@ func Path(dir, name string) string {
 // mkdirPrivate creates dir mode 0700 if it is missing (missing parents
 // 0755) and checks that it is ours and private.
 func mkdirPrivate(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := regfile.MkdirPrivate(dir); err != nil {
 		return fmt.Errorf("fanout: directory %s: %w", dir, err)
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("fanout: directory %s: %w", dir, err)
+	fi, err := regfile.CheckDir(dir, ErrNotPrivate)
+	if errors.Is(err, ErrNotPrivate) {
+		return err
 	}
-	return checkDir(dir)
-}
-
-// checkDir checks that dir is a directory (not a link to one) of ours
-// that no other user may write to.
-func checkDir(dir string) error {
-	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("fanout: directory %s: %w", dir, err)
-	}
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("%w: %s is a symbolic link (remove it; mdbus creates the directory itself)", ErrNotPrivate, dir)
-	case !fi.IsDir():
-		return fmt.Errorf("%w: %s is not a directory", ErrNotPrivate, dir)
 	}
 	return checkOwner(dir, fi)
 }
@@ -72,12 +66,9 @@ func checkOwner(name string, fi os.FileInfo) error {
 	if !supported {
 		return nil
 	}
-	owner, me := ownerOf(fi), os.Geteuid()
-	if owner < 0 || (owner != me && me != 0) {
+	owner, ok := regfile.Owner(fi)
+	if me := os.Geteuid(); !ok || (owner != me && me != 0) {
 		return fmt.Errorf("%w: %s belongs to uid %d, not to you (uid %d): use a directory of your own (--dir)", ErrNotPrivate, name, owner, me)
 	}
-	if m := fi.Mode().Perm(); m&0o022 != 0 {
-		return fmt.Errorf("%w: %s has mode %04o: other users may change it (chmod go-w %s, or remove it and let mdbus create it)", ErrNotPrivate, name, m, name)
-	}
-	return nil
+	return regfile.CheckMode(name, fi, ErrNotPrivate)
 }

@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mdbus/mdbus/fetch"
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -31,8 +33,13 @@ const (
 	batchLen   = 16 << 10
 )
 
-// ReaderConfig configures a Reader. The zero value of every field but Path
-// and OnMessage is its default.
+// ReaderConfig configures a Reader. Path and OnMessage are required.
+//
+// One rule for the values of every field, here and in WriterConfig: the
+// zero value means the default. A negative value means "none" or "off"
+// only for the fields whose doc says "negative:" (Spin); for every other
+// field a negative value is invalid and OpenReader, NewReader and
+// NewWriter return an error wrapping ErrConfig that names it.
 type ReaderConfig struct {
 	// Path is the ring file (Path(dir, name) gives the usual one).
 	Path string
@@ -47,8 +54,8 @@ type ReaderConfig struct {
 	// overwrote before the reader read it (a lap) or never wrote (a
 	// writer restart). Invalid: what is missed is reported to OnLoss.
 	Retransmitter netip.AddrPort
-	// Fetch tunes the re-requests (Wait, Tries, MaxPerRequest, Idle);
-	// Server and Session are filled in.
+	// Fetch tunes the re-requests (Wait, Tries, MaxPerRequest, Idle, by
+	// fetch.Config's rule); Server and Session are filled in.
 	Fetch fetch.Config
 	// OnMessage receives every message of every stream in the file, in
 	// sequence order per stream, once per sequence; Data is valid only
@@ -73,7 +80,7 @@ type ReaderConfig struct {
 	// failed) and the one that does (a corrupt file).
 	OnError func(error)
 	// Spin is how long an idle reader polls the tail before it sleeps on
-	// the futex; default DefaultSpin, negative never spins.
+	// the futex; default DefaultSpin; negative: none, never spins.
 	Spin time.Duration
 	// MaxStreams bounds the streams whose next sequence a reader tracks;
 	// default DefaultMaxStreams. One more forgets the least recently
@@ -81,14 +88,24 @@ type ReaderConfig struct {
 	MaxStreams int
 }
 
-func (c ReaderConfig) withDefaults() ReaderConfig {
+// withDefaults checks c and returns it with defaults applied.
+func (c ReaderConfig) withDefaults() (ReaderConfig, error) {
+	if c.OnMessage == nil {
+		return c, fmt.Errorf("%w: ReaderConfig.OnMessage is required", ErrConfig)
+	}
+	if c.Path == "" {
+		return c, fmt.Errorf("%w: ReaderConfig.Path is required (fanout.Path(dir, name))", ErrConfig)
+	}
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("MaxStreams", c.MaxStreams),
+		cfgcheck.F("Fetch.Wait", c.Fetch.Wait), cfgcheck.F("Fetch.Tries", c.Fetch.Tries),
+		cfgcheck.F("Fetch.MaxPerRequest", c.Fetch.MaxPerRequest), cfgcheck.F("Fetch.Idle", c.Fetch.Idle)); err != nil {
+		return c, err
+	}
 	if c.Spin == 0 {
 		c.Spin = DefaultSpin
 	}
-	if c.MaxStreams <= 0 {
-		c.MaxStreams = DefaultMaxStreams
-	}
-	return c
+	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
+	return c, nil
 }
 
 // Lap describes a reader overtaken by the writer.
@@ -162,13 +179,10 @@ type Reader struct {
 // OpenReader opens the ring file of cfg.Path for reading, joined at the
 // writer's current position. It starts no goroutine: call Poll.
 func OpenReader(cfg ReaderConfig) (*Reader, error) {
-	if cfg.OnMessage == nil {
-		return nil, errors.New("fanout: ReaderConfig.OnMessage is required")
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Path == "" {
-		return nil, errors.New("fanout: ReaderConfig.Path is required (fanout.Path(dir, name))")
-	}
-	cfg = cfg.withDefaults()
 	m, err := openMapping(cfg.Path)
 	if err != nil {
 		return nil, err

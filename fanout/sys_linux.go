@@ -51,14 +51,6 @@ func lockFile(f *os.File) error {
 	return err
 }
 
-// ownerOf is the uid of fi's owner, -1 if unknown.
-func ownerOf(fi os.FileInfo) int {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid)
-	}
-	return -1
-}
-
 // futexWait sleeps while *w == val, at most d. It returns on a wake-up,
 // a changed word, a signal or the timeout alike: callers recheck. The
 // futex is shared (no FUTEX_PRIVATE_FLAG): the word lives in a file

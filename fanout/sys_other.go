@@ -27,7 +27,6 @@ const (
 func mapFile(*os.File, int64, int, bool) ([]byte, error) { return nil, errUnsupported }
 func unmapFile([]byte) error                             { return nil }
 func lockFile(*os.File) error                            { return errUnsupported }
-func ownerOf(os.FileInfo) int                            { return -1 }
 func futexWait(*atomic.Uint32, uint32, time.Duration)    {}
 func futexWake(*atomic.Uint32)                           {}
 func processAlive(int) bool                              { return false }

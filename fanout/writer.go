@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
 )
 
-// WriterConfig configures a Writer.
+// WriterConfig configures a Writer, by ReaderConfig's rule for zero and
+// negative values.
 type WriterConfig struct {
 	// Feed is the subscription the writer makes: group, interface,
 	// retransmitters, buffers. Its callbacks, when set, are called after
@@ -19,7 +21,8 @@ type WriterConfig struct {
 	Path string
 	// Capacity is the data area in bytes, a power of two; default
 	// DefaultCapacity (64 MiB: 0.55 s of 64-byte messages, 120-byte
-	// records, at a million a second).
+	// records, at a million a second). NewWriter refuses one that is
+	// not, wrapping ErrConfig.
 	Capacity int
 }
 
@@ -43,9 +46,12 @@ type Writer struct {
 func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.Path == "" {
 		if !cfg.Feed.Group.IsValid() {
-			return nil, errors.New("fanout: WriterConfig.Feed.Group is required")
+			return nil, fmt.Errorf("%w: WriterConfig.Feed.Group is required", ErrConfig)
 		}
 		cfg.Path = Path("", Name(cfg.Feed.Group))
+	}
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("Capacity", cfg.Capacity)); err != nil {
+		return nil, err
 	}
 	ring, err := Create(cfg.Path, cfg.Capacity)
 	if err != nil {

@@ -20,6 +20,7 @@
 package fetch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -47,8 +49,15 @@ const readBuffer = 4 << 20
 // ErrIncomplete: the server did not answer the whole range.
 var ErrIncomplete = errors.New("fetch: the server did not send the whole range")
 
-// Config describes where and how to fetch. The zero value of every field
-// but Server and Session is its default.
+// ErrConfig: a Config that Stream and Range refuse. Match with errors.Is.
+var ErrConfig = errors.New("fetch: invalid config")
+
+// Config describes where and how to fetch. Server and Session are
+// required.
+//
+// One rule for the values of every field: the zero value means the
+// default. No field has a "none": a negative value is invalid, and Stream
+// and Range return an error wrapping ErrConfig that names it.
 type Config struct {
 	Server  netip.AddrPort // the re-request address
 	Session wire.Session
@@ -66,21 +75,17 @@ type Config struct {
 	Idle time.Duration
 }
 
-func (c Config) withDefaults() Config {
-	if c.Wait <= 0 {
-		c.Wait = DefaultWait
+// withDefaults checks c and returns it with defaults applied.
+func (c Config) withDefaults() (Config, error) {
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("Wait", c.Wait), cfgcheck.F("Tries", c.Tries),
+		cfgcheck.F("MaxPerRequest", c.MaxPerRequest), cfgcheck.F("Idle", c.Idle)); err != nil {
+		return c, err
 	}
-	if c.Tries <= 0 {
-		c.Tries = DefaultTries
-	}
-	if c.MaxPerRequest <= 0 {
-		c.MaxPerRequest = DefaultMaxPerRequest
-	}
-	c.MaxPerRequest = min(c.MaxPerRequest, wire.MaxCount)
-	if c.Idle <= 0 {
-		c.Idle = DefaultIdle
-	}
-	return c
+	c.Wait = cmp.Or(c.Wait, DefaultWait)
+	c.Tries = cmp.Or(c.Tries, DefaultTries)
+	c.MaxPerRequest = min(cmp.Or(c.MaxPerRequest, DefaultMaxPerRequest), wire.MaxCount)
+	c.Idle = cmp.Or(c.Idle, DefaultIdle)
+	return c, nil
 }
 
 // Range fetches the messages [from, to) of cfg.Session from cfg.Server
@@ -106,7 +111,10 @@ func Range(ctx context.Context, cfg Config, from, to wire.Seq) ([][]byte, error)
 // whole range came, less with an error otherwise (ErrIncomplete when the
 // server stopped answering, emit's own error, ctx's).
 func Stream(ctx context.Context, cfg Config, from, to wire.Seq, emit func(seq wire.Seq, msg []byte) error) (wire.Seq, error) {
-	cfg = cfg.withDefaults()
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return from, err
+	}
 	if !cfg.Server.IsValid() {
 		return from, fmt.Errorf("fetch: no server address")
 	}

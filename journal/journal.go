@@ -69,7 +69,10 @@ type stream struct {
 
 // Open opens (creating it if missing, unless ReadOnly) the journal in dir.
 func Open(dir string, cfg Config) (*Journal, error) {
-	cfg = cfg.withDefaults()
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	j := &Journal{dir: dir, cfg: cfg, log: cfg.Logger, readers: map[*Reader]struct{}{}}
 	if !cfg.ReadOnly {
 		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {

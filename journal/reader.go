@@ -313,12 +313,7 @@ func (r *Reader) peek() (Record, error) {
 			if !r.seg.zstd && r.off < r.seg.end.Load() {
 				continue
 			}
-			if nxt.first != r.expect {
-				r.err = &CorruptError{Path: nxt.path, Offset: 0, Reason: fmt.Sprintf(
-					"segment starts at sequence %d where %d was expected (records missing)", nxt.first, r.expect)}
-				return Record{}, r.err
-			}
-			if err := r.position(nxt, idxEntry{seq: nxt.first, off: SegmentHeaderLen}); err != nil {
+			if err := r.enter(nxt); err != nil {
 				return Record{}, err
 			}
 			continue
@@ -339,12 +334,7 @@ func (r *Reader) peek() (Record, error) {
 			if nxt == nil {
 				return Record{}, io.EOF
 			}
-			if nxt.first != r.expect {
-				r.err = &CorruptError{Path: nxt.path, Offset: 0, Reason: fmt.Sprintf(
-					"segment starts at sequence %d where %d was expected (records missing)", nxt.first, r.expect)}
-				return Record{}, r.err
-			}
-			if err := r.position(nxt, idxEntry{seq: nxt.first, off: SegmentHeaderLen}); err != nil {
+			if err := r.enter(nxt); err != nil {
 				return Record{}, err
 			}
 			continue
@@ -362,6 +352,18 @@ func (r *Reader) peek() (Record, error) {
 		r.hasPending = true
 		return r.pending, nil
 	}
+}
+
+// enter moves the reader to the start of nxt, the segment after its own,
+// which must begin at the sequence expected next: a later start means
+// records are missing, which is corruption.
+func (r *Reader) enter(nxt *segment) error {
+	if nxt.first != r.expect {
+		r.err = &CorruptError{Path: nxt.path, Offset: 0, Reason: fmt.Sprintf(
+			"segment starts at sequence %d where %d was expected (records missing)", nxt.first, r.expect)}
+		return r.err
+	}
+	return r.position(nxt, idxEntry{seq: nxt.first, off: SegmentHeaderLen})
 }
 
 // following returns the segment after the current one, nil if none.

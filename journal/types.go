@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -24,15 +25,21 @@ const (
 	SyncEvery
 )
 
-// Config tunes a Journal. The zero value of every field is its default.
+// Config tunes a Journal.
+//
+// One rule for the values of every field: the zero value means the
+// default, so the zero Config is a working journal. A negative value
+// means "none" only for the fields whose doc says "negative: none"
+// (RetainBytes, RetainAge); for every other field a negative value is
+// invalid and Open returns an error wrapping ErrConfig that names it.
 type Config struct {
 	Sync         SyncPolicy
 	SyncInterval time.Duration // default 10 ms
 	SegmentBytes int64         // rotate a segment at this size; default 64 MiB
 	Compress     bool          // zstd-compress sealed segments
 	BlockBytes   int           // uncompressed bytes per independently decodable zstd block; default 64 KiB
-	RetainBytes  int64         // delete the oldest sealed segments beyond this many bytes per stream; 0 keeps all
-	RetainAge    time.Duration // delete sealed segments whose newest record is older; 0 keeps all
+	RetainBytes  int64         // delete the oldest sealed segments beyond this many bytes per stream; default (0) and negative: none, keep all
+	RetainAge    time.Duration // delete sealed segments whose newest record is older; default (0) and negative: none, keep all
 	ReadOnly     bool          // open for reading only: no recovery writes, no writers
 	// Perm is the permission of the files the journal creates (segments,
 	// the lock file); directories it creates get the matching execute
@@ -88,6 +95,9 @@ var (
 	ErrLocked = errors.New("journal: directory is locked by another writer")
 	// ErrTooLarge: a message longer than MaxMessageLen.
 	ErrTooLarge = errors.New("journal: message longer than 65535 bytes")
+	// ErrConfig: a Config that Open refuses (a negative field that has no
+	// "none").
+	ErrConfig = errors.New("journal: invalid config")
 )
 
 // IsCorrupt reports whether err is (or wraps) a *CorruptError.
@@ -104,15 +114,20 @@ const (
 	MinSegmentBytes = 4 * MaxRecordLen
 )
 
-func (c Config) withDefaults() Config {
-	if c.SyncInterval <= 0 {
+// withDefaults checks c and returns it with defaults applied.
+func (c Config) withDefaults() (Config, error) {
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("SyncInterval", c.SyncInterval),
+		cfgcheck.F("SegmentBytes", c.SegmentBytes), cfgcheck.F("BlockBytes", c.BlockBytes)); err != nil {
+		return c, err
+	}
+	if c.SyncInterval == 0 {
 		c.SyncInterval = DefaultSyncInterval
 	}
-	if c.SegmentBytes <= 0 {
+	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
 	}
 	c.SegmentBytes = max(c.SegmentBytes, MinSegmentBytes)
-	if c.BlockBytes <= 0 {
+	if c.BlockBytes == 0 {
 		c.BlockBytes = DefaultBlockBytes
 	}
 	c.BlockBytes = min(max(c.BlockBytes, 4<<10), 16<<20)
@@ -128,7 +143,7 @@ func (c Config) withDefaults() Config {
 	if c.Perm &= fs.ModePerm; c.Perm == 0 {
 		c.Perm = DefaultPerm
 	}
-	return c
+	return c, nil
 }
 
 // CorruptError reports corruption before a segment's tail: it names the

@@ -1,11 +1,16 @@
 package nak
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/wire"
 )
+
+// ErrConfig marks a Config that Check refuses. Match with errors.Is.
+var ErrConfig = errors.New("nak: invalid config")
 
 // Range is the half-open sequence range [From, To). A Range with
 // From >= To is empty; the LossDetector ignores empty ranges.
@@ -51,8 +56,13 @@ const (
 // Time plus a duration never overflows for any clock near its origin.
 const maxDuration = time.Duration(1 << 60)
 
-// Config tunes a LossDetector. The zero value gives the defaults above;
-// every field that is zero or negative takes its default.
+// Config tunes a LossDetector. The zero value gives the defaults above.
+//
+// One rule for the values of every field: the zero value means the
+// default. No field has a "none": a negative value is invalid, and Check
+// returns an error wrapping ErrConfig that names it (subscriber.New
+// refuses such a Config.Recovery.NAK). NewLossDetector, which cannot
+// fail, takes a negative field as zero, its default.
 type Config struct {
 	// Delay bounds the random delay before the first NAK of a gap: the
 	// delay is drawn uniformly from [0, Delay). Default DefaultDelay (2 ms),
@@ -110,7 +120,17 @@ type Config struct {
 	Generator DelayGenerator
 }
 
-// withDefaults returns c with defaults applied and values clamped.
+// Check returns an error wrapping ErrConfig that names the first field
+// of c holding a negative value, or nil.
+func (c Config) Check() error {
+	return cfgcheck.Negative(ErrConfig,
+		cfgcheck.F("Delay", c.Delay), cfgcheck.F("Retry", c.Retry), cfgcheck.F("MaxRetry", c.MaxRetry),
+		cfgcheck.F("Continue", c.Continue), cfgcheck.F("Deadline", c.Deadline),
+		cfgcheck.F("MaxRequest", c.MaxRequest), cfgcheck.F("Window", c.Window))
+}
+
+// withDefaults returns c with defaults applied and values clamped; a
+// negative field (which Check refuses) takes its default.
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {

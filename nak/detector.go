@@ -68,7 +68,8 @@ type LossDetector struct {
 }
 
 // NewLossDetector returns an empty detector configured by cfg (zero fields
-// take their defaults).
+// take their defaults). Check cfg first: a negative field, which Check
+// refuses, is taken here as zero.
 func NewLossDetector(cfg Config) *LossDetector {
 	cfg = cfg.withDefaults()
 	d := &LossDetector{cfg: cfg, gen: cfg.Generator, exact: true, maxReq: uint64(cfg.MaxRequest)}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -72,8 +73,14 @@ type Sink interface {
 	SentPacket(pkt []byte)
 }
 
-// Config describes a Publication. The zero value of every field but Group
-// is its default.
+// Config describes a Publication. Group is required.
+//
+// One rule for the values of every field: the zero value means the
+// default, so a Config that sets only Group is a working publication. A
+// negative value means "none" or "off" only for the fields whose doc says
+// "negative:" (HeartbeatInterval, WriteBuffer, Grace); for every other
+// field a negative value is invalid and New returns an error wrapping
+// ErrConfig that names it.
 type Config struct {
 	// Group is the IPv4 or IPv6 multicast group and UDP port to publish
 	// to. Required.
@@ -105,7 +112,7 @@ type Config struct {
 	PayloadSize int
 	// HeartbeatInterval is how long the publication may send nothing
 	// before it sends a heartbeat carrying the next sequence number.
-	// Default 1 s, as MoldUDP64 suggests; negative disables heartbeats.
+	// Default 1 s, as MoldUDP64 suggests; negative: no heartbeats.
 	HeartbeatInterval time.Duration
 	// RateMessages caps the publishing rate in messages per second; 0
 	// means no cap. Publish sleeps when over.
@@ -114,7 +121,7 @@ type Config struct {
 	// (MoldUDP64 headers and length prefixes included); 0 means no cap.
 	RateBytes float64
 	// WriteBuffer is the SO_SNDBUF request in bytes. Default 4 MiB;
-	// negative keeps the kernel default.
+	// negative: no request (the kernel's default stays).
 	WriteBuffer int
 	// BatchPackets is the largest number of packets handed to the kernel
 	// in one sendmmsg call, 1 to 1024. Default 64.
@@ -166,7 +173,7 @@ type Config struct {
 	// re-requests after the end of session for the same reason. Default:
 	// DefaultGrace (1 s, the default NAK deadline of subscribers) when
 	// there are Sinks, 0 otherwise (nothing would answer the re-requests);
-	// negative skips it.
+	// negative: none.
 	Grace time.Duration
 	// Wrap, when set, wraps the socket, for example with the impairment
 	// layer in tests. Closing the wrapped PacketConn must close the socket.
@@ -287,8 +294,13 @@ func (c Config) withDefaults() (settings, error) {
 	if s.HeartbeatInterval == 0 {
 		s.HeartbeatInterval = DefaultHeartbeatInterval
 	}
-	if s.RateMessages < 0 || s.RateBytes < 0 || s.RateMessages != s.RateMessages || s.RateBytes != s.RateBytes {
-		return s, fmt.Errorf("%w: negative or NaN rate (RateMessages %g, RateBytes %g)", ErrConfig, s.RateMessages, s.RateBytes)
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"RateMessages", s.RateMessages}, {"RateBytes", s.RateBytes}} {
+		if r.v < 0 || r.v != r.v {
+			return s, fmt.Errorf("%w: %s %g: want a rate of 0 (no cap) or more", ErrConfig, r.name, r.v)
+		}
 	}
 	if err := s.sendMode(); err != nil {
 		return s, err
@@ -299,11 +311,7 @@ func (c Config) withDefaults() (settings, error) {
 	case s.Linger > 0 && s.Send == SendInline:
 		return s, fmt.Errorf("%w: Linger and SendInline cannot be combined (SendInline sends each Publish at once; Linger waits to fill packets)", ErrConfig)
 	}
-	if s.WriteBuffer == 0 {
-		s.WriteBuffer = DefaultWriteBuffer
-	} else if s.WriteBuffer < 0 {
-		s.WriteBuffer = 0
-	}
+	s.WriteBuffer = cfgcheck.OrNone(s.WriteBuffer, DefaultWriteBuffer)
 	switch {
 	case s.BatchPackets == 0:
 		s.BatchPackets = DefaultBatchPackets

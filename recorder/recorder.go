@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/packetconn"
@@ -22,8 +24,15 @@ import (
 // incarnations.
 const DefaultNAKDeadline = 10 * time.Second
 
-// Config configures a Recorder. The zero value of each field is its
-// default, except Feed and Journal, which are required.
+// Config configures a Recorder. Feed and Journal are required.
+//
+// One rule for the values of every field, here and in RewinderConfig
+// (and in the subscriber and nak settings they pass on): the zero value
+// means the default. A negative value means "none" or "off" only for the
+// fields whose doc says "negative:" (MaxStreamsPerSource; a
+// RewinderConfig's Heartbeat); for every other field a negative value is
+// invalid and NewRecorder or NewRewinder returns an error wrapping
+// ErrConfig that names it.
 type Config struct {
 	// Feed is the multicast group:port to record.
 	Feed netip.AddrPort
@@ -51,8 +60,8 @@ type Config struct {
 	// Upstream (within subscriber.Config.Limits.MaxGap and NAK.MaxPending).
 	StartSeq wire.Seq
 	// MaxStreams and MaxStreamsPerSource bound the streams recorded at
-	// once (see subscriber.Config: defaults 64 and 16 per source address,
-	// negative per source for no such bound). Packets of a stream beyond
+	// once (see subscriber.Config: defaults 64 and 16 per source address;
+	// MaxStreamsPerSource negative: none, no such bound). Packets of a stream beyond
 	// them are not journaled: Stats counts them (RefusedPackets).
 	MaxStreams, MaxStreamsPerSource int
 	// NAK tunes the re-requests to Upstream (see subscriber.Config.Recovery.NAK);
@@ -92,17 +101,9 @@ type Recorder struct {
 
 // NewRecorder starts a recorder.
 func NewRecorder(cfg Config) (*Recorder, error) {
-	if !cfg.Feed.IsValid() {
-		return nil, fmt.Errorf("%w: no feed group", ErrConfig)
-	}
-	if cfg.Journal == nil {
-		return nil, fmt.Errorf("%w: no journal", ErrConfig)
-	}
-	if cfg.ReadBuffer <= 0 {
-		cfg.ReadBuffer = DefaultRewinderReadBuffer
-	}
-	if cfg.NAK.Deadline <= 0 {
-		cfg.NAK.Deadline = DefaultNAKDeadline
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	r := &Recorder{tap: newTap(cfg.Journal, orDiscard(cfg.Logger))}
 	r.tap.setUpstreams(cfg.Upstream, cfg.UpstreamBackups)
@@ -120,6 +121,35 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 	}
 	r.sub = sub
 	return r, nil
+}
+
+// withDefaults checks c and returns it with the recorder's own defaults
+// applied (the subscriber fills in the rest).
+func (c Config) withDefaults() (Config, error) {
+	if !c.Feed.IsValid() {
+		return c, fmt.Errorf("%w: no feed group", ErrConfig)
+	}
+	if c.Journal == nil {
+		return c, fmt.Errorf("%w: no journal", ErrConfig)
+	}
+	if err := checkFeed(c.ReadBuffer, c.NAK, cfgcheck.F("MaxStreams", c.MaxStreams)); err != nil {
+		return c, err
+	}
+	c.ReadBuffer = cmp.Or(c.ReadBuffer, DefaultRewinderReadBuffer)
+	c.NAK.Deadline = cmp.Or(c.NAK.Deadline, DefaultNAKDeadline)
+	return c, nil
+}
+
+// checkFeed refuses, by name, a negative value among the feed settings a
+// Recorder and a Rewinder share (and more of the caller's own).
+func checkFeed(readBuffer int, n nak.Config, more ...cfgcheck.Field) error {
+	if err := cfgcheck.Negative(ErrConfig, append([]cfgcheck.Field{cfgcheck.F("ReadBuffer", readBuffer)}, more...)...); err != nil {
+		return err
+	}
+	if err := n.Check(); err != nil {
+		return fmt.Errorf("%w: NAK: %w", ErrConfig, err)
+	}
+	return nil
 }
 
 // Stats returns what the recorder journaled and the first journal error

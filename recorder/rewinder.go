@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,8 +26,8 @@ import (
 // SO_RCVBUFFORCE (CAP_NET_ADMIN), else capped by net.core.rmem_max.
 const DefaultRewinderReadBuffer = 32 << 20
 
-// RewinderConfig configures a Rewinder. The zero value of each field is
-// its default, except Feed and Server.Listen, which are required.
+// RewinderConfig configures a Rewinder. Feed and Server.Listen are
+// required; zero and negative values follow Config's rule.
 type RewinderConfig struct {
 	// Feed is the multicast group:port of the feed to cache.
 	Feed netip.AddrPort
@@ -68,7 +69,7 @@ type RewinderConfig struct {
 	Wrap func(packetconn.PacketConn) packetconn.PacketConn
 	// Heartbeat is how long a session may be silent on the feed before
 	// the rewinder multicasts a heartbeat for it on Server.RepairGroup,
-	// and how often it repeats it: default 1 s, negative disables. Only
+	// and how often it repeats it: default 1 s; negative: none. Only
 	// with a RepairGroup. See Rewinder for why.
 	Heartbeat time.Duration
 	Logger    *slog.Logger
@@ -120,8 +121,9 @@ type rewound struct {
 
 // NewRewinder starts a rewinder.
 func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
-	if !cfg.Feed.IsValid() {
-		return nil, fmt.Errorf("%w: rewinder: no feed group", ErrConfig)
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	r := &Rewinder{cache: retransmit.NewCache(cfg.Cache), sessions: map[wire.Session]*rewound{}, stop: make(chan struct{})}
 	srvCfg := cfg.Server
@@ -140,12 +142,6 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 		return nil, fmt.Errorf("recorder: rewinder: %w", err)
 	}
 	r.srv = srv
-	if cfg.ReadBuffer <= 0 {
-		cfg.ReadBuffer = DefaultRewinderReadBuffer
-	}
-	if cfg.NAK.Deadline <= 0 && cfg.Upstream.IsValid() {
-		cfg.NAK.Deadline = DefaultNAKDeadline
-	}
 	sub, err := subscriber.New(subscriber.Config{
 		Group: cfg.Feed, Interface: cfg.Interface, Source: cfg.Source, Logger: cfg.Logger,
 		Wrap:      cfg.Wrap,
@@ -160,9 +156,6 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 	}
 	r.sub = sub
 	r.hbEvery = cfg.Heartbeat
-	if r.hbEvery == 0 {
-		r.hbEvery = time.Second
-	}
 	if g := cfg.Server.RepairGroup; g.IsValid() && r.hbEvery > 0 {
 		if err := r.startHeartbeats(g, cfg.Server.Interface, cfg.Server.TTL); err != nil {
 			r.Close()
@@ -170,6 +163,23 @@ func NewRewinder(cfg RewinderConfig) (*Rewinder, error) {
 		}
 	}
 	return r, nil
+}
+
+// withDefaults checks c and returns it with the rewinder's own defaults
+// applied (the subscriber, cache and server fill in the rest).
+func (c RewinderConfig) withDefaults() (RewinderConfig, error) {
+	if !c.Feed.IsValid() {
+		return c, fmt.Errorf("%w: rewinder: no feed group", ErrConfig)
+	}
+	if err := checkFeed(c.ReadBuffer, c.NAK); err != nil {
+		return c, err
+	}
+	c.ReadBuffer = cmp.Or(c.ReadBuffer, DefaultRewinderReadBuffer)
+	if c.NAK.Deadline == 0 && c.Upstream.IsValid() {
+		c.NAK.Deadline = DefaultNAKDeadline
+	}
+	c.Heartbeat = cmp.Or(c.Heartbeat, time.Second)
+	return c, nil
 }
 
 func (r *Rewinder) onEnd(id subscriber.StreamID, next wire.Seq) {

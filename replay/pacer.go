@@ -21,6 +21,12 @@ const DefaultSpin = 1500 * time.Microsecond
 // Config chooses the pace. The zero value replays at the recorded pace.
 // At most one of Rate, PPS, Mbps and Max may be set, and none of them with
 // a Speed other than 1.
+//
+// One rule for the values of every field: the zero value means the
+// default. A negative value means "none" or "off" only for the fields
+// whose doc says "negative:" (Spin); for every other field a negative
+// value is invalid and NewPacer returns an error wrapping ErrConfig that
+// names it.
 type Config struct {
 	// Speed scales the recorded pace: 2 replays twice as fast, 0.5 at
 	// half speed. Default 1; must not be negative.
@@ -40,7 +46,7 @@ type Config struct {
 	Max bool
 	// Spin is how long before a target time the pacer stops sleeping and
 	// spins, yielding the processor between looks at the clock; default
-	// DefaultSpin, negative never spins. The spin costs up to Spin of one
+	// DefaultSpin; negative: none, never spins. The spin costs up to Spin of one
 	// core's time per message (or packet): a feed whose messages are
 	// closer together than Spin keeps one core busy while it replays.
 	Spin time.Duration
@@ -55,13 +61,13 @@ var ErrConfig = fmt.Errorf("replay: invalid config")
 func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Speed < 0 || math.IsNaN(c.Speed) || math.IsInf(c.Speed, 0):
-		return c, fmt.Errorf("%w: speed %v: want a positive factor like 0.5, 1 or 10", ErrConfig, c.Speed)
+		return c, fmt.Errorf("%w: Speed %v: want a positive factor like 0.5, 1 or 10", ErrConfig, c.Speed)
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
-		return c, fmt.Errorf("%w: rate %v: want a positive number of messages per second", ErrConfig, c.Rate)
+		return c, fmt.Errorf("%w: Rate %v: want a positive number of messages per second", ErrConfig, c.Rate)
 	case c.PPS < 0 || math.IsNaN(c.PPS) || math.IsInf(c.PPS, 0):
-		return c, fmt.Errorf("%w: pps %v: want a positive number of packets per second", ErrConfig, c.PPS)
+		return c, fmt.Errorf("%w: PPS %v: want a positive number of packets per second", ErrConfig, c.PPS)
 	case c.Mbps < 0 || math.IsNaN(c.Mbps) || math.IsInf(c.Mbps, 0):
-		return c, fmt.Errorf("%w: mbps %v: want a positive number of megabits per second", ErrConfig, c.Mbps)
+		return c, fmt.Errorf("%w: Mbps %v: want a positive number of megabits per second", ErrConfig, c.Mbps)
 	}
 	if n := c.paces(); n > 1 {
 		return c, fmt.Errorf("%w: give one pace: %s", ErrConfig, c.paceNames())

@@ -3,6 +3,7 @@ package resume
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -41,7 +43,7 @@ var ErrCheckpoint = errors.New("resume: bad checkpoint file")
 var ErrClosed = errors.New("resume: closed")
 
 // CheckpointConfig tunes a Checkpoint. The zero value of every field is its
-// default.
+// default; a negative Interval is refused (see Config's rule).
 type CheckpointConfig struct {
 	// Interval is the least time between two saves while messages are
 	// delivered: default DefaultInterval (100 ms). It bounds both the write
@@ -105,9 +107,10 @@ type Checkpoint struct {
 // the file does not exist. A file that exists but is not a valid
 // checkpoint is an error wrapping ErrCheckpoint (delete it to start over).
 func OpenCheckpoint(path string, cfg CheckpointConfig) (*Checkpoint, error) {
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("Interval", cfg.Interval)); err != nil {
+		return nil, err
 	}
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
 	c := &Checkpoint{path: path, cfg: cfg, streams: map[wire.Session]position{}, last: time.Now()}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {

@@ -1,6 +1,7 @@
 package resume
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
@@ -23,8 +25,13 @@ const (
 // ErrConfig wraps every invalid Config.
 var ErrConfig = errors.New("resume: invalid config")
 
-// Config configures a Consumer. The zero value of every field but Feed.Group
-// is its default.
+// Config configures a Consumer. Feed.Group and OnMessage are required.
+//
+// One rule for the values of every field, here, in CheckpointConfig and
+// in the Feed's subscriber.Config: the zero value means the default. No
+// field of this package has a "none": a negative value is invalid, and
+// New and OpenCheckpoint return an error wrapping ErrConfig that names
+// it.
 type Config struct {
 	// Feed is the live subscription. Its StartSeq, OnMessage and OnEnd
 	// are the consumer's (it joins live and decides per stream where to
@@ -60,6 +67,25 @@ type Config struct {
 	OnEnd func(subscriber.StreamID, wire.Seq)
 	// Logger; default discard.
 	Logger *slog.Logger
+}
+
+// withDefaults checks c and returns it with defaults applied.
+func (c Config) withDefaults() (Config, error) {
+	if c.OnMessage == nil {
+		return c, fmt.Errorf("%w: OnMessage is required", ErrConfig)
+	}
+	if c.Start.Kind == StartTime && c.Journal == nil {
+		return c, fmt.Errorf("%w: a start time needs a journal to find its sequence", ErrConfig)
+	}
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("MaxBuffered", c.MaxBuffered), cfgcheck.F("MaxBufferedBytes", c.MaxBufferedBytes)); err != nil {
+		return c, err
+	}
+	c.MaxBuffered = cmp.Or(c.MaxBuffered, DefaultMaxBuffered)
+	c.MaxBufferedBytes = cmp.Or(c.MaxBufferedBytes, DefaultMaxBufferedBytes)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
 }
 
 // Stats count a Consumer's deliveries.
@@ -129,20 +155,9 @@ type held struct {
 
 // New starts a consumer.
 func New(cfg Config) (*Consumer, error) {
-	if cfg.OnMessage == nil {
-		return nil, fmt.Errorf("%w: OnMessage is required", ErrConfig)
-	}
-	if cfg.Start.Kind == StartTime && cfg.Journal == nil {
-		return nil, fmt.Errorf("%w: a start time needs a journal to find its sequence", ErrConfig)
-	}
-	if cfg.MaxBuffered <= 0 {
-		cfg.MaxBuffered = DefaultMaxBuffered
-	}
-	if cfg.MaxBufferedBytes <= 0 {
-		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	c := &Consumer{cfg: cfg, streams: map[subscriber.StreamID]*cstream{}, sources: cfg.History}
 	if len(c.sources) == 0 {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/nak"
@@ -216,7 +218,8 @@ type Recovery struct {
 	// 10 ms doubling to 100 ms, lost after 1 s, at most 1024 messages per
 	// request and 65536 tracked per stream. A zero Seed draws a random one;
 	// a non-zero Seed makes the delays replayable (each stream derives its
-	// own seed from it).
+	// own seed from it). Its fields follow Config's rule: none has a
+	// "none", so New refuses a negative one (nak.Config.Check).
 	NAK nak.Config
 	// LossPolicy says what follows a loss: LossContinue (default) skips
 	// the lost range and continues, LossStop stops delivering the stream.
@@ -414,6 +417,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Receive.BusyPoll < 0 || c.Receive.BusyPoll > MaxBusyPoll {
 		return c, fmt.Errorf("%w: busy poll %v: want 0 to %v", ErrConfig, c.Receive.BusyPoll, MaxBusyPoll)
 	}
+	if err := c.Recovery.NAK.Check(); err != nil {
+		return c, fmt.Errorf("%w: Recovery.NAK: %w", ErrConfig, err)
+	}
 	if c.Recovery.LossPolicy > LossStop {
 		return c, fmt.Errorf("%w: loss policy %v", ErrConfig, c.Recovery.LossPolicy)
 	}
@@ -439,15 +445,10 @@ func (c Config) withDefaults() (Config, error) {
 	c.Receive.BatchSize = cmp.Or(c.Receive.BatchSize, DefaultBatchSize)
 	c.Receive.DatagramSize = max(cmp.Or(c.Receive.DatagramSize, DefaultDatagramSize), wire.HeaderLen)
 	c.Limits.MaxStreams = cmp.Or(c.Limits.MaxStreams, DefaultMaxStreams)
-	c.Limits.MaxStreamsPerSource = orNone(c.Limits.MaxStreamsPerSource, DefaultMaxStreamsPerSource)
-	switch {
-	case c.Limits.StreamIdleTimeout == 0:
-		c.Limits.StreamIdleTimeout = DefaultStreamIdleTimeout
-	case c.Limits.StreamIdleTimeout < 0:
-		c.Limits.StreamIdleTimeout = 0
-	}
-	c.Receive.ReorderPackets = orNone(c.Receive.ReorderPackets, DefaultReorderPackets)
-	c.Receive.ReorderBytes = orNone(c.Receive.ReorderBytes, DefaultReorderBytes)
+	c.Limits.MaxStreamsPerSource = cfgcheck.OrNone(c.Limits.MaxStreamsPerSource, DefaultMaxStreamsPerSource)
+	c.Limits.StreamIdleTimeout = cfgcheck.OrNone(c.Limits.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	c.Receive.ReorderPackets = cfgcheck.OrNone(c.Receive.ReorderPackets, DefaultReorderPackets)
+	c.Receive.ReorderBytes = cfgcheck.OrNone(c.Receive.ReorderBytes, DefaultReorderBytes)
 	c.Limits.MaxGap = cmp.Or(c.Limits.MaxGap, DefaultMaxGap)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -852,17 +853,6 @@ func (s *Subscriber) RecoveryHistogram() *hdrhistogram.Histogram {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	return s.c.recoveryHistogram()
-}
-
-// orNone resolves a bound of Config: 0 means def, a negative value none (0).
-func orNone(v, def int) int {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }
 
 // logSuspect warns, at most once a second, that a stream's packet jumped

@@ -18,6 +18,15 @@ type decoder struct{ itch bool }
 
 func addDecodeFlag(fs *flag.FlagSet) *string { return fs.String("decode", "", decodeUsage) }
 
+// parseOutput checks --format (text, hex or json) and --decode against
+// it.
+func parseOutput(format, decodeAs string) (decoder, error) {
+	if format != "text" && format != "hex" && format != "json" {
+		return decoder{}, usageErr("--format %q: want text, hex or json", format)
+	}
+	return parseDecode(decodeAs, format)
+}
+
 // parseDecode checks --decode against the output format: a decoded
 // message is text or JSON, never hex.
 func parseDecode(v, format string) (decoder, error) {

@@ -39,31 +39,24 @@ gap. Example (in the lab, --netns, with a publisher and its retransmitter):
   mdbus pub --synthetic --rate 1000000 --retransmit 127.0.0.1:31100 &
   mdbus fanout --retransmit 127.0.0.1:31100 &
   mdbus sub --fanout 239.192.0.1-31001 --retransmit 127.0.0.1:31100 --stats 1s`)
-	gf := addGroupFlags(fs)
-	retr := fs.String("retransmit", "", "unicast address:port of the feed's retransmitter (pub --retransmit, rewind); a comma-separated list adds backups")
+	ff := addFeedFlags(fs)
 	dir := fs.String("dir", "", "directory of ring files (default /dev/shm/mdbus-fanout-UID, created 0700)")
 	name := fs.String("name", "", "ring name (default: the group, like 239.192.0.1-31001)")
 	capMiB := fs.Int("capacity", 64, "ring data area in MiB, a power of two from 1 to 4096: how far a reader may fall behind before it must catch up by re-request (64 MiB holds 0.55 s of 64-byte messages at 1M msgs/s)")
-	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 4 MiB)")
-	noGRO := fs.Bool("no-gro", false, "read the feed without UDP_GRO")
-	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	group, source, err := gf.parse()
+	feed, err := ff.config()
 	if err != nil {
 		return err
 	}
-	retrAddr, backups, err := parseRetransmitters("--retransmit", *retr)
-	if err != nil {
-		return err
-	}
+	group := feed.Group
 	if *capMiB < 1 || *capMiB > 4096 || *capMiB&(*capMiB-1) != 0 {
 		return usageErr("--capacity %d: want a power of two from 1 to 4096 (MiB)", *capMiB)
 	}
-	if *rcvbuf < 0 || *stats < 0 {
-		return usageErr("--rcvbuf and --stats must not be negative")
+	if *stats < 0 {
+		return usageErr("--stats must not be negative")
 	}
 	if *name == "" {
 		*name = fanout.Name(group)
@@ -72,10 +65,7 @@ gap. Example (in the lab, --netns, with a publisher and its retransmitter):
 		return usageErr("--name %q: a name, not a path (use --dir for the directory)", *name)
 	}
 	w, err := fanout.NewWriter(fanout.WriterConfig{
-		Feed: subscriber.Config{Group: group, Interface: *gf.ifname, Source: source,
-			Recovery: subscriber.Recovery{Retransmitter: retrAddr, Backups: backups},
-			Receive:  subscriber.Receive{ReadBuffer: *rcvbuf, DisableGRO: *noGRO, BusyPoll: *busy},
-			Logger:   env.log},
+		Feed:     feed,
 		Path:     fanout.Path(*dir, *name),
 		Capacity: *capMiB << 20,
 	})
@@ -90,10 +80,7 @@ gap. Example (in the lab, --netns, with a publisher and its retransmitter):
 	defer ops.Close()
 	sub := w.Subscriber()
 	counters.AttachSubscriberFuncs(ops.Counters(), "fanout", sub.Stats, sub.Streams)
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); watchDrops(wctx, "fanout feed", sub.Stats, time.Second) }()
-	defer func() { stopWatch(); <-watched }()
+	defer goWatchDrops(ctx, "fanout feed", sub.Stats)()
 	defer func() {
 		st, rs := sub.Stats(), w.Stats()
 		env.log.Info("summary", "messages", st.Messages, "gaps", st.Gaps, "recovered", st.Recovered, "lost", st.LostMessages,
@@ -101,12 +88,8 @@ gap. Example (in the lab, --netns, with a publisher and its retransmitter):
 	}()
 	env.log.Info("fanout", "feed", group.String(), "ring", w.Path(), "generation", w.Stats().Generation,
 		"readers", "mdbus sub --fanout "+*name)
-	var tick <-chan time.Time
-	if *stats > 0 {
-		t := time.NewTicker(*stats)
-		defer t.Stop()
-		tick = t.C
-	}
+	tick, stopTick := ticker(*stats)
+	defer stopTick()
 	var last subscriber.Stats
 	for {
 		select {
@@ -163,9 +146,9 @@ func runSubFanout(ctx context.Context, stdout io.Writer, o subFanout) error {
 	}
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	defer out.Flush()
-	var mu sync.Mutex // guards out, n and lat
-	done := make(chan struct{})
-	var once sync.Once
+	var mu sync.Mutex              // guards out, n and lat
+	run, end := runFor(ctx, o.dur) // the callbacks stop it at --count or an end with --exit-on-end
+	defer end()
 	n := 0
 	var lat [4096]int64 // the ring's added latency, one message in 64
 	nlat := 0
@@ -188,7 +171,7 @@ func runSubFanout(ctx context.Context, stdout io.Writer, o subFanout) error {
 				}
 			}
 			if o.count > 0 && n >= o.count {
-				once.Do(func() { close(done) })
+				end()
 			}
 		},
 		OnLoss: func(l subscriber.Loss) {
@@ -201,7 +184,7 @@ func runSubFanout(ctx context.Context, stdout io.Writer, o subFanout) error {
 			fmt.Fprintf(out, "# end of session %s from %s at sequence %d\n", id.Session, id.Source, next)
 			mu.Unlock()
 			if o.exitOnEnd {
-				once.Do(func() { close(done) })
+				end()
 			}
 		},
 		OnLap: func(l fanout.Lap) {
@@ -222,24 +205,12 @@ func runSubFanout(ctx context.Context, stdout io.Writer, o subFanout) error {
 		env.log.Info("summary", "messages", st.Messages, "fetched", st.Fetched, "lost", st.Lost, "laps", st.Laps,
 			"restarts", st.Restarts, "wakeups", st.Wakeups, "generation", st.Generation, "writer", st.Writer)
 	}()
-	var tick <-chan time.Time
-	if o.stats > 0 {
-		t := time.NewTicker(o.stats)
-		defer t.Stop()
-		tick = t.C
-	}
-	var end <-chan time.Time
-	if o.dur > 0 {
-		end = time.After(o.dur)
-	}
+	tick, stopTick := ticker(o.stats)
+	defer stopTick()
 	var last fanout.ReaderStats
 	for {
 		select {
-		case <-ctx.Done():
-			return nil
-		case <-done:
-			return nil
-		case <-end:
+		case <-run.Done():
 			return nil
 		case <-tick:
 			st := rd.Stats() // never under mu: the callbacks take mu

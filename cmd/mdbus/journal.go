@@ -237,10 +237,7 @@ time_ns, len, data_hex).`, args, func(fs *flag.FlagSet) {
 	if err != nil {
 		return err
 	}
-	if *format != "text" && *format != "hex" && *format != "json" {
-		return usageErr("--format %q: want text, hex or json", *format)
-	}
-	dec, err := parseDecode(*decodeAs, *format)
+	dec, err := parseOutput(*format, *decodeAs)
 	if err != nil {
 		return err
 	}

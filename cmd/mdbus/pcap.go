@@ -190,16 +190,7 @@ their capture times (--speed, or --max for as fast as possible), on --interface 
 		return err
 	}
 	im := pcap.NewImporter(j, icfg)
-	var total pcap.Stats
-	var ierr error
-	for _, f := range files {
-		var st pcap.Stats
-		st, ierr = importFile(ctx, im, f, cfg)
-		total.Add(st)
-		if ierr != nil {
-			break
-		}
-	}
+	total, ierr := eachCapture(files, func(f string) (pcap.Stats, error) { return importFile(ctx, im, f, cfg) })
 	cerr := im.Close()
 	// The summary reports what was done even when an error stopped it.
 	printReadStats(stdout, len(files), total)
@@ -304,6 +295,20 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
+// eachCapture runs do on each file in turn and sums their stats; it stops
+// at the first error and returns it with the sums so far.
+func eachCapture(files []string, do func(file string) (pcap.Stats, error)) (pcap.Stats, error) {
+	var total pcap.Stats
+	for _, f := range files {
+		st, err := do(f)
+		total.Add(st)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 func pcapSend(ctx context.Context, files []string, cfg pcap.Config, scfg pcap.SendConfig, stdout io.Writer) error {
 	s, err := pcap.NewSender(scfg)
 	if err != nil {
@@ -311,16 +316,7 @@ func pcapSend(ctx context.Context, files []string, cfg pcap.Config, scfg pcap.Se
 	}
 	defer s.Close()
 	start := time.Now()
-	var total pcap.Stats
-	var serr error
-	for _, name := range files {
-		var st pcap.Stats
-		st, serr = sendFile(ctx, s, name, cfg)
-		total.Add(st)
-		if serr != nil {
-			break
-		}
-	}
+	total, serr := eachCapture(files, func(f string) (pcap.Stats, error) { return sendFile(ctx, s, f, cfg) })
 	printReadStats(stdout, len(files), total)
 	fmt.Fprintf(stdout, "sent %d packets to %s in %v\n", s.Sent(), scfg.Group, time.Since(start).Round(time.Millisecond))
 	if errors.Is(serr, context.Canceled) {

@@ -128,11 +128,9 @@ slot.`)
 	dur := fs.Duration("duration", 0, "with --synthetic: how long to send (0 = until --count or interrupted)")
 	seed := fs.Uint64("seed", 1, "with --synthetic: data seed")
 	retr := fs.String("retransmit", "", "also run an in-process cache and re-request server on this unicast address:port (e.g. 127.0.0.1:31100)")
-	repair := fs.String("repair-group", "", "with --retransmit: multicast group:port for repairs, each preceded by a NAK confirm (optional)")
-	unicastFirst := fs.Bool("unicast-first", false, "with --repair-group: answer a range's first re-request unicast, the group only when a second subscriber asks (for one subscriber)")
+	sf := addServerFlags(fs, "with --retransmit: ", "multicast group:port for repairs, each preceded by a NAK confirm (optional)")
 	stamp := fs.Bool("stamp", true, "with --synthetic: write the send moment (after the pacing wait, before Publish) into each message's ITCH timestamp (sub --stats shows one-way latency)")
 	hold := fs.Duration("hold", 0, "after the last message, keep the session open this long (heartbeats, re-requests) before ending it")
-	allow := fs.String("allow", "", "with --retransmit: networks re-requests are accepted from, CIDR,... (default: anyone)")
 	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit or a journal, else none; negative: none")
 	noGSO := fs.Bool("no-gso", false, "send every packet in its own sendmmsg slot instead of UDP GSO trains (GSO is used where the kernel offers it and falls back by itself)")
 	jf := addJournalWriteFlags(fs, false)
@@ -156,21 +154,13 @@ slot.`)
 	var cache *retransmit.Cache
 	var srv *retransmit.Server
 	if *retr != "" {
-		l, err := parseAddr("--retransmit", *retr, false)
-		if err != nil {
-			return err
-		}
-		rg, err := parseAddr("--repair-group", *repair, true)
-		if err != nil {
-			return err
-		}
-		nets, err := parseAllow(*allow)
+		scfg, err := sf.config("--retransmit", *retr)
 		if err != nil {
 			return err
 		}
 		cache = retransmit.NewCache(retransmit.CacheConfig{})
-		srv, err = retransmit.NewServer(retransmit.ServerConfig{Listen: l, Sources: []retransmit.Source{cache},
-			RepairGroup: rg, UnicastFirst: *unicastFirst, Interface: *gf.ifname, TTL: *ttl, Allow: nets})
+		scfg.Sources, scfg.Interface, scfg.TTL = []retransmit.Source{cache}, *gf.ifname, *ttl
+		srv, err = retransmit.NewServer(scfg)
 		if err != nil {
 			return err
 		}

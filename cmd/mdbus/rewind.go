@@ -25,15 +25,13 @@ own socket missed, so its history has no holes; with --journal it also
 journals the feed and answers ranges that fell out of the cache from disk.`)
 	gf := addGroupFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:31100", "unicast address:port for re-requests")
-	repair := fs.String("repair-group", "", "multicast group:port for repairs and heartbeats (optional)")
+	sf := addServerFlags(fs, "", "multicast group:port for repairs and heartbeats (optional)")
 	always := fs.Bool("always-multicast", false, "answer every re-request on --repair-group (the default now; kept for old scripts)")
-	unicastFirst := fs.Bool("unicast-first", false, "with --repair-group: answer a range's first re-request unicast, the group only when a second subscriber asks (for one subscriber)")
 	maxMsgs := countFlag(fs, "cache-messages", 0, "messages to keep (default 1048576)")
 	maxBytes := countFlag(fs, "cache-bytes", 0, "bytes to keep (default 256 MiB)")
 	rate := rateFlag(fs, "rate-bytes", 0, "repair bandwidth cap, bytes/s (default 100 MB/s; raised to 4x the feed's rate)")
 	rcvbuf := fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 32 MiB)")
 	stats := fs.Duration("stats", time.Second, "stats line interval (0 = none)")
-	allow := fs.String("allow", "", "networks re-requests are accepted from, CIDR,... (default: anyone)")
 	upstream := fs.String("upstream", "", "unicast address:port of a retransmitter (pub --retransmit, another rewind) to fill this rewinder's own holes from; a comma-separated list adds backups, asked in turn when one stops answering")
 	jf := addJournalWriteFlags(fs, false)
 	if err := parseFlags(fs, args); err != nil {
@@ -46,18 +44,11 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	if err != nil {
 		return err
 	}
-	l, err := parseAddr("--listen", *listen, false)
+	scfg, err := sf.config("--listen", *listen)
 	if err != nil {
 		return err
 	}
-	rg, err := parseAddr("--repair-group", *repair, true)
-	if err != nil {
-		return err
-	}
-	nets, err := parseAllow(*allow)
-	if err != nil {
-		return err
-	}
+	scfg.Interface, scfg.AlwaysMulticast, scfg.RateBytes = *gf.ifname, *always && !scfg.UnicastFirst, *rate
 	up, upBackups, err := parseRetransmitters("--upstream", *upstream)
 	if err != nil {
 		return err
@@ -72,7 +63,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	rw, err := recorder.NewRewinder(recorder.RewinderConfig{
 		Feed: group, Interface: *gf.ifname, Source: source, ReadBuffer: *rcvbuf, Upstream: up, UpstreamBackups: upBackups, Journal: j,
 		Cache:  retransmit.CacheConfig{MaxMessages: *maxMsgs, MaxBytes: *maxBytes},
-		Server: retransmit.ServerConfig{Listen: l, RepairGroup: rg, Interface: *gf.ifname, AlwaysMulticast: *always && !*unicastFirst, UnicastFirst: *unicastFirst, RateBytes: *rate, Allow: nets},
+		Server: scfg,
 	})
 	if err != nil {
 		return err
@@ -84,10 +75,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	}
 	defer ops.Close()
 	counters.AttachRewinder(ops.Counters(), "rewind", rw)
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); watchDrops(wctx, "rewind feed", rw.FeedStats, time.Second) }()
-	defer func() { stopWatch(); <-watched }()
+	defer goWatchDrops(ctx, "rewind feed", rw.FeedStats)()
 	defer func() {
 		cs, ss, fs := rw.Cache().Stats(), rw.ServerStats(), rw.FeedStats()
 		env.log.Info("summary", "feed_messages", fs.Messages, "feed_gaps", fs.Gaps, "feed_lost", fs.LostMessages,
@@ -96,12 +84,8 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 			"unicast_packets", ss.UnicastPackets, "multicast_packets", ss.MulticastPackets, "repair_bytes", ss.Bytes())
 	}()
 	env.log.Info("rewinding", "feed", group.String(), "re-requests", rw.Addr().String())
-	var tick <-chan time.Time
-	if *stats > 0 {
-		t := time.NewTicker(*stats)
-		defer t.Stop()
-		tick = t.C
-	}
+	tick, stopTick := ticker(*stats)
+	defer stopTick()
 	for {
 		select {
 		case <-ctx.Done():

@@ -29,7 +29,7 @@ order, once. Prints every message ("session seq text" for printable text,
 hex otherwise; --format hex or json; --decode itch50 decodes NASDAQ ITCH 5.0
 field by field), or with --stats only a stats line per interval. Ends at
 --count messages, --duration, end of session with --exit-on-end, or SIGINT.`)
-	gf := addGroupFlags(fs)
+	ff := addFeedFlags(fs)
 	stats := fs.Duration("stats", 0, "print a stats line every interval instead of messages (e.g. 1s)")
 	count := countFlag(fs, "count", 0, "exit after this many messages (0 = no limit)")
 	dur := fs.Duration("duration", 0, "exit after this long (0 = no limit)")
@@ -38,11 +38,7 @@ field by field), or with --stats only a stats line per interval. Ends at
 	ckpt := fs.String("checkpoint", "", "resume file: the last delivered sequence per session, saved atomically every 100 ms; a restart continues after it. Alone: at-least-once (stdout is flushed before each save, so a restart may print again what followed the last save)")
 	outFile := fs.String("out", "", "with --checkpoint: append messages to this file in step with the checkpoint (exactly-once across restarts)")
 	jdir := fs.String("journal", "", "journal directory to read history (and --start time:) from")
-	rcvbuf := fs.Int("rcvbuf", 0, "socket receive buffer bytes to request (default 4 MiB)")
 	maxGap := fs.Uint64("max-gap", subscriber.DefaultMaxGap, "how far ahead of the next expected sequence a packet may jump before it is held as a suspect until its source confirms the jump (a warning says when); raise it to accept the jumps of a replayed capture")
-	noGRO := fs.Bool("no-gro", false, "read the feed without UDP_GRO (one datagram per read slot; for comparing, or a kernel whose GRO misbehaves)")
-	busy := fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU")
-	retr := fs.String("retransmit", "", "unicast address:port of the retransmitter (pub --retransmit or rewind) to send re-requests to; a comma-separated list adds backups, asked in turn when the one asked stops answering")
 	retrPort := fs.Uint("retransmit-port", 0, "instead of --retransmit: send each stream's re-requests to this port at its own source's address (every publisher host runs its retransmitter there)")
 	failover := fs.Duration("failover", 0, "with several --retransmit addresses: how long re-requests may go unanswered before the next is asked (default 50ms)")
 	repair := fs.String("repair-group", "", "also join this multicast group:port for repairs")
@@ -57,22 +53,15 @@ field by field), or with --stats only a stats line per interval. Ends at
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *format != "text" && *format != "hex" && *format != "json" {
-		return usageErr("--format %q: want text, hex or json", *format)
-	}
-	dec, err := parseDecode(*decodeAs, *format)
+	dec, err := parseOutput(*format, *decodeAs)
 	if err != nil {
 		return err
 	}
 	pr := msgPrinter{format: *format, dec: dec}
 	if *fan != "" {
-		return runSubFanout(ctx, stdout, subFanout{ring: *fan, start: *start, retransmit: *retr, stats: *stats, count: *count, dur: *dur, exitOnEnd: *exitOnEnd, stopOnLoss: *stop, spin: *busy, pr: &pr})
+		return runSubFanout(ctx, stdout, subFanout{ring: *fan, start: *start, retransmit: *ff.retransmit, stats: *stats, count: *count, dur: *dur, exitOnEnd: *exitOnEnd, stopOnLoss: *stop, spin: *ff.busy, pr: &pr})
 	}
-	group, source, err := gf.parse()
-	if err != nil {
-		return err
-	}
-	retrAddr, backups, err := parseRetransmitters("--retransmit", *retr)
+	scfg, err := ff.config()
 	if err != nil {
 		return err
 	}
@@ -110,8 +99,8 @@ field by field), or with --stats only a stats line per interval. Ends at
 	if *stop {
 		policy = subscriber.LossStop
 	}
-	if *count < 0 || *dur < 0 || *stats < 0 || *rcvbuf < 0 {
-		return usageErr("--count, --duration, --stats and --rcvbuf must not be negative")
+	if *count < 0 || *dur < 0 || *stats < 0 {
+		return usageErr("--count, --duration and --stats must not be negative")
 	}
 	rs, err := parseSubResume(*start, *ckpt, *outFile, *jdir)
 	if err != nil {
@@ -121,61 +110,56 @@ field by field), or with --stats only a stats line per interval. Ends at
 	defer out.Flush()
 	var mu sync.Mutex // guards out
 	msgOut := rs.writer(out, &mu)
-	done := make(chan struct{})
-	var once sync.Once
+	run, end := runFor(ctx, *dur) // the callbacks stop it at --count or an end with --exit-on-end
+	defer end()
 	n := 0
 	var lat *oneway.Recorder
 	if *stats > 0 && *latency {
 		lat = oneway.NewRecorder()
 	}
-	scfg := subscriber.Config{
-		Group: group, Interface: *gf.ifname, Source: source, Secondary: secondG, StartSeq: rs.legacy,
-		Recovery: subscriber.Recovery{
-			Retransmitter: retrAddr, Backups: backups, RetransmitPort: uint16(*retrPort), Failover: *failover,
-			RepairGroup: repairG, RepairSource: repairSource, LossPolicy: policy,
-		},
-		Receive: subscriber.Receive{ReadBuffer: *rcvbuf, BusyPoll: *busy, DisableGRO: *noGRO},
-		Limits:  subscriber.Limits{MaxGap: *maxGap},
-		Wrap:    wrap, WrapSecondary: wrap2, Logger: env.log,
-		OnLoss: func(l subscriber.Loss) {
-			mu.Lock()
-			if *format == "json" { // every line of the output is one JSON object
-				fmt.Fprintf(out, `{"event":"lost","session":%s,"source":%q,"from":%d,"to":%d,"messages":%d}`+"\n",
-					appendJSONStr(nil, l.Stream.Session.String()), l.Stream.Source, l.From, l.To, l.To-l.From)
-			} else {
-				fmt.Fprintf(out, "# LOST %s [%d, %d): %d messages could not be recovered\n", l.Stream.Session, l.From, l.To, l.To-l.From)
-			}
-			mu.Unlock()
-		},
-		OnMessage: func(m subscriber.Message) {
-			mu.Lock()
-			defer mu.Unlock()
-			n++
-			if *count > 0 && n > *count {
-				return // the rest of the last packet: --count is exact
-			}
-			if *stats == 0 {
-				pr.print(msgOut, m)
-			} else if lat != nil {
-				lat.Record(m.Data, time.Now())
-			}
-			if *count > 0 && n >= *count {
-				once.Do(func() { close(done) })
-			}
-		},
-		OnEnd: func(id subscriber.StreamID, next wire.Seq) {
-			mu.Lock()
-			if *format == "json" {
-				fmt.Fprintf(out, `{"event":"end_of_session","session":%s,"source":%q,"next_seq":%d}`+"\n",
-					appendJSONStr(nil, id.Session.String()), id.Source, next)
-			} else {
-				fmt.Fprintf(out, "# end of session %s from %s at sequence %d\n", id.Session, id.Source, next)
-			}
-			mu.Unlock()
-			if *exitOnEnd {
-				once.Do(func() { close(done) })
-			}
-		},
+	scfg.Secondary, scfg.StartSeq = secondG, rs.legacy
+	scfg.Recovery.RetransmitPort, scfg.Recovery.Failover = uint16(*retrPort), *failover
+	scfg.Recovery.RepairGroup, scfg.Recovery.RepairSource, scfg.Recovery.LossPolicy = repairG, repairSource, policy
+	scfg.Limits.MaxGap = *maxGap
+	scfg.Wrap, scfg.WrapSecondary = wrap, wrap2
+	scfg.OnLoss = func(l subscriber.Loss) {
+		mu.Lock()
+		if *format == "json" { // every line of the output is one JSON object
+			fmt.Fprintf(out, `{"event":"lost","session":%s,"source":%q,"from":%d,"to":%d,"messages":%d}`+"\n",
+				appendJSONStr(nil, l.Stream.Session.String()), l.Stream.Source, l.From, l.To, l.To-l.From)
+		} else {
+			fmt.Fprintf(out, "# LOST %s [%d, %d): %d messages could not be recovered\n", l.Stream.Session, l.From, l.To, l.To-l.From)
+		}
+		mu.Unlock()
+	}
+	scfg.OnMessage = func(m subscriber.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if *count > 0 && n > *count {
+			return // the rest of the last packet: --count is exact
+		}
+		if *stats == 0 {
+			pr.print(msgOut, m)
+		} else if lat != nil {
+			lat.Record(m.Data, time.Now())
+		}
+		if *count > 0 && n >= *count {
+			end()
+		}
+	}
+	scfg.OnEnd = func(id subscriber.StreamID, next wire.Seq) {
+		mu.Lock()
+		if *format == "json" {
+			fmt.Fprintf(out, `{"event":"end_of_session","session":%s,"source":%q,"next_seq":%d}`+"\n",
+				appendJSONStr(nil, id.Session.String()), id.Source, next)
+		} else {
+			fmt.Fprintf(out, "# end of session %s from %s at sequence %d\n", id.Session, id.Source, next)
+		}
+		mu.Unlock()
+		if *exitOnEnd {
+			end()
+		}
 	}
 	feedStats := func() subscriber.Stats { return rs.stats() }
 	var feedStreams func() []subscriber.StreamStats // a resuming consumer shows totals only
@@ -206,10 +190,7 @@ field by field), or with --stats only a stats line per interval. Ends at
 			return iv.P99, ok && iv.Count > 0
 		})
 	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); watchDrops(wctx, "sub", feedStats, time.Second) }()
-	defer func() { stopWatch(); <-watched }()
+	defer goWatchDrops(ctx, "sub", feedStats)()
 	defer func() { // after the loop, before ops.Close and the subscriber's close
 		st := feedStats()
 		mu.Lock()
@@ -220,7 +201,7 @@ field by field), or with --stats only a stats line per interval. Ends at
 		if st.SuspectJumps > 0 {
 			attrs = append(attrs, "suspect_jumps", st.SuspectJumps, "resyncs", st.Resyncs)
 		}
-		if len(backups) > 0 {
+		if len(scfg.Recovery.Backups) > 0 {
 			attrs = append(attrs, "failovers", st.Failovers, "asking", st.Asking)
 		}
 		if lat != nil {
@@ -230,24 +211,12 @@ field by field), or with --stats only a stats line per interval. Ends at
 		mu.Unlock()
 		env.log.Info("summary", attrs...)
 	}()
-	var tick <-chan time.Time
-	if *stats > 0 {
-		t := time.NewTicker(*stats)
-		defer t.Stop()
-		tick = t.C
-	}
-	var end <-chan time.Time
-	if *dur > 0 {
-		end = time.After(*dur)
-	}
+	tick, stopTick := ticker(*stats)
+	defer stopTick()
 	var last subscriber.Stats
 	for {
 		select {
-		case <-ctx.Done():
-			return nil
-		case <-done:
-			return nil
-		case <-end:
+		case <-run.Done():
 			return nil
 		case <-tick:
 			st := feedStats()

@@ -36,7 +36,7 @@ type rule struct {
 }
 
 // helpers are the low-level packages that any role may use.
-var helpers = []string{"packetconn", "internal/sock", "internal/monotime", "internal/logx", "internal/ratelimit"}
+var helpers = []string{"packetconn", "internal/sock", "internal/monotime", "internal/logx", "internal/ratelimit", "internal/cfgcheck"}
 
 func with(extra ...string) []string { return append(slices.Clone(helpers), extra...) }
 
@@ -47,22 +47,23 @@ var rules = []rule{
 	{pattern: "packetconn", rank: 0},
 	{pattern: "internal/monotime", rank: 0},
 	{pattern: "internal/logx", rank: 0},
+	{pattern: "internal/cfgcheck", rank: 0},
 	{pattern: "internal/regfile", rank: 0},
 	{pattern: "internal/ratelimit", rank: 1, may: []string{"internal/monotime"}},
 	{pattern: "internal/verify", rank: 0},
 	{pattern: "internal/synth", rank: 0},
-	{pattern: "internal/sock", rank: 1, may: []string{"packetconn", "internal/monotime"}},
-	{pattern: "internal/oneway", rank: 1, may: []string{"internal/synth"}},
+	{pattern: "internal/sock", rank: 1, may: []string{"packetconn", "internal/monotime", "internal/cfgcheck"}},
+	{pattern: "internal/oneway", rank: 1, may: []string{"internal/synth", "internal/cfgcheck"}},
 	{pattern: "packetconn/impair", rank: 2, may: with("wire")},
-	{pattern: "nak", rank: 3, may: []string{"wire", "internal/monotime"}},
-	{pattern: "journal", rank: 4, may: []string{"wire", "internal/monotime", "internal/logx", "internal/regfile"}},
+	{pattern: "nak", rank: 3, may: []string{"wire", "internal/monotime", "internal/cfgcheck"}},
+	{pattern: "journal", rank: 4, may: []string{"wire", "internal/monotime", "internal/logx", "internal/regfile", "internal/cfgcheck"}},
 	{pattern: "retransmit", rank: 4, may: with("wire")},
 	{pattern: "fetch", rank: 4, may: with("wire")},
 	{pattern: "publisher", rank: 5, may: with("wire")},
 	{pattern: "subscriber", rank: 5, may: with("wire", "nak")},
 	{pattern: "replay", rank: 6, may: with("wire", "journal")},
 	{pattern: "resume", rank: 6, may: with("wire", "journal", "subscriber", "fetch")},
-	{pattern: "fanout", rank: 6, may: with("wire", "journal", "subscriber", "fetch")},
+	{pattern: "fanout", rank: 6, may: with("wire", "journal", "subscriber", "fetch", "internal/regfile")},
 	{pattern: "recorder", rank: 7, may: with("wire", "nak", "journal", "retransmit", "subscriber", "resume")},
 	{pattern: "bench", rank: 8, may: with("wire", "nak", "retransmit", "publisher", "subscriber", "internal/synth", "internal/oneway", "packetconn/impair")},
 	{pattern: "tools/...", rank: 9, below: true},
@@ -70,6 +71,7 @@ var rules = []rule{
 	{pattern: "bench/peers/...", rank: 10, below: true},
 	{pattern: "internal/netlab", rank: 0, testOnly: true},
 	{pattern: "internal/race", rank: 0, testOnly: true},
+	{pattern: "internal/cfgtest", rank: 0, testOnly: true},
 	{pattern: "internal/labtest", rank: 1, testOnly: true, may: []string{"internal/netlab"}},
 	{pattern: "internal/impairtest", rank: 3, testOnly: true, may: []string{"wire", "internal/sock"}},
 	{pattern: "internal/e2e", rank: 11, testOnly: true, below: true},

@@ -1,16 +1,30 @@
 package oneway
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"math"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/internal/synth"
 )
+
+// ErrConfig marks a FeedConfig that Feed refuses. Match with errors.Is.
+var ErrConfig = errors.New("oneway: invalid feed config")
+
+// DefaultFeedRate is FeedConfig.Rate when zero, messages/s.
+const DefaultFeedRate = 10_000
 
 // FeedConfig describes a synthetic feed: ITCH-shaped messages from
 // synth.New(Seed) at Rate messages/s, for Count messages and/or Duration
 // (whichever ends first; both zero: until ctx ends).
+//
+// One rule for the values of every field: the zero value means the
+// default (DefaultFeedRate; no bound for Count and Duration). No field
+// has a "none": a negative value is invalid, and Feed returns an error
+// wrapping ErrConfig that names it.
 type FeedConfig struct {
 	Rate     float64
 	Count    int
@@ -36,6 +50,10 @@ const feedBatch = 256
 // publish error ends it. More than a batch behind at the end of the
 // duration, it stops: the machine cannot keep the rate.
 func Feed(ctx context.Context, cfg FeedConfig, publish func([][]byte) error) (int, error) {
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("Rate", cfg.Rate), cfgcheck.F("Count", cfg.Count), cfgcheck.F("Duration", cfg.Duration)); err != nil {
+		return 0, err
+	}
+	cfg.Rate = cmp.Or(cfg.Rate, DefaultFeedRate)
 	g := synth.New(cfg.Seed)
 	count := cfg.Count
 	if cfg.Duration > 0 {

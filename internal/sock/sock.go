@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/packetconn"
 )
 
@@ -23,6 +24,10 @@ type (
 func NewBatch(n, bufSize int) *Batch { return packetconn.NewBatch(n, bufSize) }
 
 // Config describes a socket to open.
+//
+// One rule for the values of every field: the zero value means the
+// default (the kernel's). No field has a "none": a negative value is
+// invalid, and Open returns an error wrapping ErrConfig that names it.
 type Config struct {
 	// Local is the address to bind. For a receiver of a group it is the
 	// wildcard address with the group's port; for a sender, the source
@@ -91,10 +96,20 @@ type Conn struct {
 // ErrClosed is returned by operations on a closed Conn.
 var ErrClosed = net.ErrClosed
 
+// ErrConfig marks a Config that Open refuses. Match with errors.Is.
+var ErrConfig = errors.New("sock: invalid config")
+
 // Open opens a UDP socket bound to cfg.Local.
 func Open(cfg Config) (*Conn, error) {
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("TTL", cfg.TTL), cfgcheck.F("ReadBuffer", cfg.ReadBuffer),
+		cfgcheck.F("WriteBuffer", cfg.WriteBuffer)); err != nil {
+		return nil, err
+	}
+	if cfg.TTL > 255 {
+		return nil, fmt.Errorf("%w: TTL %d out of range [0, 255]", ErrConfig, cfg.TTL)
+	}
 	if cfg.BusyPoll < 0 || cfg.BusyPoll > MaxBusyPoll {
-		return nil, fmt.Errorf("sock: busy poll %v out of range [0, %v]", cfg.BusyPoll, MaxBusyPoll)
+		return nil, fmt.Errorf("%w: BusyPoll %v: the busy poll must be within [0, %v]", ErrConfig, cfg.BusyPoll, MaxBusyPoll)
 	}
 	if !cfg.Local.IsValid() {
 		return nil, fmt.Errorf("sock: open: invalid local address")

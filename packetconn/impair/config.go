@@ -45,6 +45,12 @@ var (
 // Config describes the impairment of one direction of a connection. The
 // zero value impairs nothing: every datagram passes unchanged, in order.
 // Probabilities are per datagram, in [0,1].
+//
+// One rule for the values of every field: the zero value means the
+// default (no impairment of that kind, or the Default constant its doc
+// names). No field has a "none": a negative value is invalid, and
+// Validate, NewReceiver and NewSender return an error wrapping
+// ErrInvalidConfig that names it (Receiver and Sender panic with it).
 type Config struct {
 	// Loss is the probability that a datagram is dropped.
 	Loss float64

@@ -20,7 +20,7 @@ const DirPrefix = "/dev/shm/mdbus-"
 
 // DefaultDir is this user's directory of counters files,
 // /dev/shm/mdbus-UID (effective uid), used when Config.Dir is "".
-func DefaultDir() string { return DirPrefix + strconv.Itoa(os.Geteuid()) }
+func DefaultDir() string { return regfile.UserDir(DirPrefix) }
 
 // ErrNotPrivate marks a counters directory that other users could write
 // to, or that belongs to someone else: its files could be planted or
@@ -45,10 +45,7 @@ func DirOwner(dir string) (uid int, ok bool) {
 // mkdirPrivate creates dir mode 0700 if it is missing (missing parents
 // 0755) and checks that it is ours and private.
 func mkdirPrivate(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := regfile.MkdirPrivate(dir); err != nil {
 		return err
 	}
 	_, err := checkDir(dir, os.Geteuid())
@@ -60,17 +57,12 @@ func mkdirPrivate(dir string) error {
 // negative), and, when it is named DirPrefix+UID, owned by that UID. It
 // returns the owner.
 func checkDir(dir string, want int) (int, error) {
-	fi, err := os.Lstat(dir)
+	fi, err := regfile.CheckDir(dir, ErrNotPrivate)
 	if err != nil {
 		return 0, err
 	}
 	owner := regOwner(fi)
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		return 0, fmt.Errorf("%w: %s is a symbolic link (remove it; mdbus creates the directory itself)", ErrNotPrivate, dir)
-	case !fi.IsDir():
-		return 0, fmt.Errorf("%w: %s is not a directory", ErrNotPrivate, dir)
-	case owner < 0:
+	if owner < 0 {
 		return 0, fmt.Errorf("%w: %s: no owner information", ErrNotPrivate, dir)
 	}
 	if u, named := DirOwner(dir); named && u != owner {
@@ -81,11 +73,7 @@ func checkDir(dir string, want int) (int, error) {
 		return owner, fmt.Errorf("%w: %s belongs to %s, not to you (%s): use your own directory (--counters-dir), or run as that user or root",
 			ErrNotPrivate, dir, UserName(owner), UserName(want))
 	}
-	if m := fi.Mode().Perm(); m&0o022 != 0 {
-		return owner, fmt.Errorf("%w: %s has mode %04o: other users may add or replace files in it (chmod go-w %s, or remove it and let mdbus create it 0700)",
-			ErrNotPrivate, dir, m, dir)
-	}
-	return owner, nil
+	return owner, regfile.CheckMode(dir, fi, ErrNotPrivate)
 }
 
 // readerOwner is the owner a reader expects of a directory: its own

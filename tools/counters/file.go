@@ -17,9 +17,17 @@ const Ext = ".ctr"
 // DefaultInterval is the sampling interval when Config.Interval is 0.
 const DefaultInterval = 100 * time.Millisecond
 
+// ErrConfig marks a Config that Create refuses. Match with errors.Is.
+var ErrConfig = errors.New("counters: invalid config")
+
 // Config of a counters file. The zero value is the default: a file under
 // DefaultDir() named after the role and the process id, sampled every
 // 100 ms.
+//
+// One rule for the values of every field: the zero value means the
+// default. A negative value means "none" only for the fields whose doc
+// says "negative:" (Interval); for every other field a negative value is
+// invalid and Create returns an error wrapping ErrConfig that names it.
 type Config struct {
 	// Dir is the directory of the file (default DefaultDir()), created
 	// mode 0700 if missing. It must belong to this user and be writable
@@ -61,9 +69,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.Slots < 1 || c.Slots > MaxSlots:
-		return c, fmt.Errorf("counters: %d slots: want 1 to %d", c.Slots, MaxSlots)
+		return c, fmt.Errorf("%w: Slots %d: want 1 to %d", ErrConfig, c.Slots, MaxSlots)
 	case len(c.Role) > RoleLen || strings.ContainsAny(c.Role, "/\x00"):
-		return c, fmt.Errorf("counters: role %q: want at most %d bytes, no '/' or NUL", c.Role, RoleLen)
+		return c, fmt.Errorf("%w: Role %q: want at most %d bytes, no '/' or NUL", ErrConfig, c.Role, RoleLen)
 	}
 	return c, nil
 }

@@ -78,7 +78,8 @@ type kindInfo struct {
 	scale                float64 // Prometheus value = slot value * scale (base units); 0 means 1
 }
 
-var kinds = map[Kind]kindInfo{
+// kinds describes every kind but those in bothScopes.
+var kinds = withScopes(map[Kind]kindInfo{
 	PubPublished:  {"publisher_published_total", "", "messages accepted by Publish", Counter, 0},
 	PubMessages:   {"publisher_messages_total", "", "messages in packets the kernel accepted", Counter, 0},
 	PubPackets:    {"publisher_packets_total", "", "data packets sent", Counter, 0},
@@ -90,14 +91,6 @@ var kinds = map[Kind]kindInfo{
 
 	SubDatagrams:   {"subscriber_datagrams_total", "", "datagrams read from all sockets", Counter, 0},
 	SubPackets:     {"subscriber_packets_total", "", "datagrams that decoded as MoldUDP64", Counter, 0},
-	SubMessages:    {"subscriber_messages_total", "", "messages delivered", Counter, 0},
-	SubBytes:       {"subscriber_bytes_total", "", "message bytes delivered", Counter, 0},
-	SubDupDropped:  {"subscriber_dup_dropped_total", "", "duplicate messages dropped (received again; never delivered)", Counter, 0},
-	SubGaps:        {"subscriber_gaps_total", "", "gap ranges detected", Counter, 0},
-	SubNAKs:        {"subscriber_naks_total", "", "re-requests sent", Counter, 0},
-	SubRepairs:     {"subscriber_repairs_total", "", "repair packets that filled a gap", Counter, 0},
-	SubRecovered:   {"subscriber_recovered_total", "", "messages recovered after a gap", Counter, 0},
-	SubLost:        {"subscriber_lost_total", "", "messages declared lost", Counter, 0},
 	SubKernelDrops: {"subscriber_kernel_drops_total", "", "datagrams the kernel dropped (SO_RXQ_OVFL)", Counter, 0},
 	SubDropped:     {"subscriber_dropped_total", "reason", "datagrams dropped, by reason", Counter, 0},
 	SubHeld:        {"subscriber_reorder_held", "", "packets held in reorder buffers", Gauge, 0},
@@ -107,17 +100,9 @@ var kinds = map[Kind]kindInfo{
 	SubLatencyP99:  {"subscriber_latency_p99_seconds", "", "one-way latency of stamped messages over the role's last stats interval, 99th percentile (the slot holds µs)", Gauge, 1e-6},
 
 	StreamNextSeq:     {"stream_next_sequence", "", "next sequence to deliver", Gauge, 0},
-	StreamMessages:    {"stream_messages_total", "", "messages delivered", Counter, 0},
-	StreamBytes:       {"stream_bytes_total", "", "message bytes delivered", Counter, 0},
-	StreamGaps:        {"stream_gaps_total", "", "gap ranges detected", Counter, 0},
-	StreamNAKs:        {"stream_naks_total", "", "re-requests sent", Counter, 0},
-	StreamRepairs:     {"stream_repairs_total", "", "repair packets that filled a gap", Counter, 0},
 	StreamPending:     {"stream_pending_messages", "", "messages being recovered now", Gauge, 0},
-	StreamLost:        {"stream_lost_total", "", "messages declared lost", Counter, 0},
-	StreamDupDropped:  {"stream_dup_dropped_total", "", "duplicate messages dropped (received again; never delivered)", Counter, 0},
 	StreamHeld:        {"stream_reorder_held", "", "packets in the reorder buffer", Gauge, 0},
 	StreamProgressAge: {"stream_progress_age_seconds", "", "time since the stream's sequence state last moved (sampled; the slot holds ms)", Gauge, 1e-3},
-	StreamRecovered:   {"stream_recovered_total", "", "messages recovered after a gap", Counter, 0},
 	StreamHorizon:     {"stream_horizon_sequence", "", "one past the highest sequence seen or reported missing", Gauge, 0},
 	StreamState:       {"stream_state", "", "0 running, 1 ended, 2 stopped by a loss, 3 replaced by a newer incarnation", Gauge, 0},
 	StreamRecoveryP99: {"stream_recovery_p99_seconds", "", "time from finding a gap to filling it, 99th percentile (the slot holds µs)", Gauge, 1e-6},
@@ -132,6 +117,33 @@ var kinds = map[Kind]kindInfo{
 	CacheSessions: {"cache_sessions", "", "sessions in the cache", Gauge, 0},
 	CacheSpan:     {"cache_span_sequences", "session", "sequences from the oldest cached to the next", Gauge, 0},
 	CacheEvicted:  {"cache_evicted_total", "", "messages evicted to make room", Counter, 0},
+}, bothScopes)
+
+// scoped is a counter a subscriber keeps both for all its streams (sub,
+// named "subscriber_"+name) and per stream (stream, "stream_"+name), with
+// one meaning.
+type scoped struct {
+	sub, stream Kind
+	name, help  string
+}
+
+var bothScopes = []scoped{
+	{SubMessages, StreamMessages, "messages_total", "messages delivered"},
+	{SubBytes, StreamBytes, "bytes_total", "message bytes delivered"},
+	{SubDupDropped, StreamDupDropped, "dup_dropped_total", "duplicate messages dropped (received again; never delivered)"},
+	{SubGaps, StreamGaps, "gaps_total", "gap ranges detected"},
+	{SubNAKs, StreamNAKs, "naks_total", "re-requests sent"},
+	{SubRepairs, StreamRepairs, "repairs_total", "repair packets that filled a gap"},
+	{SubRecovered, StreamRecovered, "recovered_total", "messages recovered after a gap"},
+	{SubLost, StreamLost, "lost_total", "messages declared lost"},
+}
+
+func withScopes(m map[Kind]kindInfo, both []scoped) map[Kind]kindInfo {
+	for _, q := range both {
+		m[q.sub] = kindInfo{"subscriber_" + q.name, "", q.help, Counter, 0}
+		m[q.stream] = kindInfo{"stream_" + q.name, "", q.help, Counter, 0}
+	}
+	return m
 }
 
 // Name is the kind's metric name without the "mdbus_" prefix, e.g.

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/internal/verify"
@@ -28,7 +29,14 @@ import (
 	"github.com/mdbus/mdbus/tools/counters"
 )
 
+// ErrConfig marks a Config that Run refuses. Match with errors.Is.
+var ErrConfig = errors.New("demo: invalid config")
+
 // Config of a demo run. The zero value is the default.
+//
+// One rule for the values of every field: the zero value means the
+// default. No field has a "none": a negative value is invalid, and Run
+// returns an error wrapping ErrConfig that names it.
 type Config struct {
 	Group       netip.AddrPort // default 239.192.0.1:31001
 	Interface   string         // default "lo"
@@ -74,14 +82,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.Subscribers < 1 || c.Subscribers > 64:
-		return c, fmt.Errorf("demo: %d subscribers: want 1 to 64", c.Subscribers)
+		return c, fmt.Errorf("%w: Subscribers %d: want 1 to 64", ErrConfig, c.Subscribers)
 	case c.Duration < 0 || c.Duration > time.Hour:
-		return c, fmt.Errorf("demo: duration %v: want up to 1h", c.Duration)
+		return c, fmt.Errorf("%w: Duration %v: want up to 1h", ErrConfig, c.Duration)
 	case c.Rate < 0:
-		return c, fmt.Errorf("demo: rate %v: must be positive", c.Rate)
+		return c, fmt.Errorf("%w: Rate %v: must be positive", ErrConfig, c.Rate)
+	}
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("Loss", c.Loss), cfgcheck.F("Reorder", c.Reorder), cfgcheck.F("Dup", c.Dup)); err != nil {
+		return c, err
 	}
 	if err := c.impair().Validate(); err != nil {
-		return c, fmt.Errorf("demo: %w", err)
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return c, nil
 }

@@ -24,8 +24,12 @@ const (
 	maxRelayBatch = 1024
 )
 
-// RelayConfig describes a Relay. The zero value of every field but In and
-// Out is the default.
+// RelayConfig describes a Relay. In and Out are required.
+//
+// One rule for the values of every field, here and in Impair: the zero
+// value means the default. No field has a "none": a negative value is
+// invalid, and Relay returns an error wrapping impair.ErrInvalidConfig
+// that names it.
 type RelayConfig struct {
 	// In is the group (and port) to join and read; Out the group (and
 	// port) to send to. Both must be multicast and differ.

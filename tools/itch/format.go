@@ -233,31 +233,24 @@ func appendTextString(dst, b []byte) []byte {
 	if bare {
 		return append(dst, b...)
 	}
-	dst = append(dst, '"')
-	for _, c := range b {
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < ' ' || c >= 0x7f:
-			dst = append(dst, '\\', 'x')
-			dst = appendHexByte(dst, c)
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
+	return appendQuoted(dst, b, `\x`)
 }
 
 // appendJSONString writes b as a JSON string; a byte outside printable
 // ASCII becomes \u00XX (the byte's value: ITCH alpha fields are ASCII).
-func appendJSONString(dst, b []byte) []byte {
+func appendJSONString(dst, b []byte) []byte { return appendQuoted(dst, b, `\u00`) }
+
+// appendQuoted writes b double-quoted, '"' and '\\' escaped with a
+// backslash, and a byte outside printable ASCII as esc and its two hex
+// digits.
+func appendQuoted(dst, b []byte, esc string) []byte {
 	dst = append(dst, '"')
 	for _, c := range b {
 		switch {
 		case c == '"' || c == '\\':
 			dst = append(dst, '\\', c)
 		case c < ' ' || c >= 0x7f:
-			dst = append(dst, '\\', 'u', '0', '0')
+			dst = append(dst, esc...)
 			dst = appendHexByte(dst, c)
 		default:
 			dst = append(dst, c)

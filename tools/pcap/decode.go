@@ -84,7 +84,8 @@ type Decoder struct {
 	frag reassembler
 }
 
-// NewDecoder returns a Decoder with the reassembly limits of cfg.
+// NewDecoder returns a Decoder with the reassembly limits of cfg. It
+// cannot fail: check cfg with Reassembly.Check first.
 func NewDecoder(cfg Reassembly) *Decoder {
 	d := &Decoder{}
 	d.frag.init(cfg.withDefaults())

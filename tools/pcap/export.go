@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -18,7 +19,8 @@ import (
 var DefaultExportGroup = netip.MustParseAddrPort("239.192.0.1:31001")
 
 // ExportConfig selects and shapes what Export writes. The zero value
-// exports the whole stream to DefaultExportGroup.
+// exports the whole stream to DefaultExportGroup; zero and negative values
+// follow Config's rule.
 type ExportConfig struct {
 	// From and To bound the sequences exported, both inclusive; 0 means
 	// the stream's first / last.
@@ -44,8 +46,8 @@ type ExportConfig struct {
 	// it, and records without a mark (journals of format 1,
 	// journal.Writer.Append) share a packet only with records of the same
 	// timestamp. Nonzero repacks and ignores the marks: positive packs
-	// messages up to that far apart, negative up to PayloadSize
-	// regardless of time.
+	// messages up to that far apart; negative: none, no time bound, up to
+	// PayloadSize regardless of time.
 	Coalesce time.Duration
 }
 
@@ -73,19 +75,23 @@ func Export(w *Writer, j *journal.Journal, id wire.StreamID, cfg ExportConfig) (
 // on the wire. It returns each stream's counts, in the order of ids.
 func ExportStreams(w *Writer, j *journal.Journal, ids []wire.StreamID, cfg ExportConfig) ([]ExportStats, error) {
 	stats := make([]ExportStats, len(ids))
+	if err := cfgcheck.Negative(ErrConfig, cfgcheck.F("FromTime", cfg.FromTime), cfgcheck.F("ToTime", cfg.ToTime),
+		cfgcheck.F("PayloadSize", cfg.PayloadSize)); err != nil {
+		return stats, err
+	}
 	if !cfg.Group.IsValid() {
 		cfg.Group = DefaultExportGroup
 	}
 	cfg.Group = netip.AddrPortFrom(cfg.Group.Addr().Unmap(), cfg.Group.Port())
 	v6 := !cfg.Group.Addr().Is4()
-	if cfg.PayloadSize <= 0 {
+	if cfg.PayloadSize == 0 {
 		cfg.PayloadSize = wire.DefaultPayloadSizeIPv4
 		if v6 {
 			cfg.PayloadSize = wire.DefaultPayloadSizeIPv6
 		}
 	}
 	if cfg.PayloadSize < wire.MinPayloadSize || cfg.PayloadSize > wire.MaxPayloadSize {
-		return stats, fmt.Errorf("pcap: export: payload size %d outside [%d, %d]", cfg.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
+		return stats, fmt.Errorf("%w: export: PayloadSize %d outside [%d, %d]", ErrConfig, cfg.PayloadSize, wire.MinPayloadSize, wire.MaxPayloadSize)
 	}
 	ps := make([]*packer, len(ids))
 	defer func() {

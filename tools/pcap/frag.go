@@ -3,6 +3,8 @@ package pcap
 import (
 	"net/netip"
 	"time"
+
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 )
 
 // Reassembly bounds IP fragment reassembly. The zero value of every field
@@ -33,6 +35,15 @@ const (
 	maxPieces = 256
 )
 
+// Check returns an error wrapping ErrConfig that names the first field
+// of c holding a negative value, or nil.
+func (c Reassembly) Check() error {
+	return cfgcheck.Negative(ErrConfig, cfgcheck.F("Reassembly.MaxDatagrams", c.MaxDatagrams),
+		cfgcheck.F("Reassembly.MaxBytes", c.MaxBytes), cfgcheck.F("Reassembly.Timeout", c.Timeout))
+}
+
+// withDefaults fills the zero fields; a negative one (which Check
+// refuses) is taken as zero.
 func (c Reassembly) withDefaults() Reassembly {
 	if c.MaxDatagrams <= 0 {
 		c.MaxDatagrams = defaultMaxDatagrams

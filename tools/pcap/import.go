@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -39,7 +40,8 @@ const DefaultMaxStreams = 1_000
 // ErrGap matches the error of an import under GapFail that met a gap.
 var ErrGap = errors.New("pcap: the capture misses messages of a stream")
 
-// ImportConfig tunes an Importer. The zero value is the default.
+// ImportConfig tunes an Importer. The zero value is the default; zero and
+// negative values follow Config's rule.
 type ImportConfig struct {
 	// Gaps is the gap policy; default GapSplit.
 	Gaps GapPolicy
@@ -52,20 +54,29 @@ type ImportConfig struct {
 	// costs the journal a directory, a file and its in-memory index until
 	// it is closed). Data that would need one more is refused and counted
 	// in ImportStats.RefusedStreams and Refused. Default
-	// DefaultMaxStreams; negative means no bound.
+	// DefaultMaxStreams; negative: none, no bound.
 	MaxStreams int
 	// MaxGaps bounds the gaps listed in ImportStats.Gaps (all are
 	// counted in GapCount). Default 1000.
 	MaxGaps int
 	// Reorder is how many packets beyond a missing one a stream holds,
 	// waiting for the missing one to arrive late (a capture's reordering),
-	// before the hole counts as a gap. Default 64; negative holds none.
+	// before the hole counts as a gap. Default 64; negative: none held.
 	Reorder int
 	// ReorderBytes bounds the bytes held for reordering over all streams;
 	// default 16 MiB.
 	ReorderBytes int
 }
 
+// Check returns an error wrapping ErrConfig that names the first field
+// of c holding a negative value that has no "none", or nil.
+func (c ImportConfig) Check() error {
+	return cfgcheck.Negative(ErrConfig, cfgcheck.F("MaxOpen", c.MaxOpen), cfgcheck.F("MaxGaps", c.MaxGaps),
+		cfgcheck.F("ReorderBytes", c.ReorderBytes))
+}
+
+// withDefaults fills the zero fields; a negative one that Check refuses
+// is taken as zero.
 func (c ImportConfig) withDefaults() ImportConfig {
 	if c.MaxOpen <= 0 {
 		c.MaxOpen = 32
@@ -196,7 +207,8 @@ type Importer struct {
 	file      string
 }
 
-// NewImporter returns an Importer writing to j.
+// NewImporter returns an Importer writing to j. It cannot fail: check
+// cfg with ImportConfig.Check first.
 func NewImporter(j *journal.Journal, cfg ImportConfig) *Importer {
 	im := &Importer{j: j, cfg: cfg.withDefaults(), streams: make(map[streamKey]*istream), used: make(map[wire.StreamID]bool),
 		prior: make(map[streamKey][]journal.StreamInfo), made: make(map[streamKey]bool), seed: maphash.MakeSeed()}
@@ -489,17 +501,28 @@ func (im *Importer) refuse(st *istream, p wire.Packet) {
 	}
 }
 
-func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
+// controlStream is the stream a heartbeat or end of session p speaks
+// for. Packets held behind a hole that p shows will not be filled (the
+// publisher went idle past it) are flushed first. Without a live stream
+// p is counted as an orphan and the stream is nil.
+func (im *Importer) controlStream(st *istream, p wire.Packet) (*istream, error) {
 	if st != nil && len(st.pend) > 0 && p.Seq > st.next {
-		// The publisher went idle past the hole: it will not be filled.
 		var err error
 		if st, err = im.flushPending(st); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if st == nil || st.done {
 		im.stats.Orphans++
-		return nil
+		return nil, nil
+	}
+	return st, nil
+}
+
+func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
+	st, err := im.controlStream(st, p)
+	if st == nil {
+		return err
 	}
 	fit := st.pos().Fit(p.Header)
 	st.high = max(st.high, p.Next())
@@ -516,15 +539,9 @@ func (im *Importer) heartbeat(st *istream, p wire.Packet, ev Event) error {
 }
 
 func (im *Importer) end(st *istream, p wire.Packet, ev Event) error {
-	if st != nil && len(st.pend) > 0 && p.Seq > st.next {
-		var err error
-		if st, err = im.flushPending(st); err != nil {
-			return err
-		}
-	}
-	if st == nil || st.done {
-		im.stats.Orphans++
-		return nil
+	st, err := im.controlStream(st, p)
+	if st == nil {
+		return err
 	}
 	if p.Seq > st.next {
 		if !st.broken {

@@ -17,7 +17,21 @@ import (
 	"github.com/mdbus/mdbus/wire"
 )
 
+// ErrConfig marks a configuration this package refuses. Match with
+// errors.Is.
+var ErrConfig = errors.New("pcap: invalid config")
+
 // Config tunes a Reader. The zero value reads every MoldUDP64 datagram.
+//
+// One rule for the values of every field, here and in Reassembly,
+// SendConfig, ImportConfig and ExportConfig: the zero value means the
+// default. A negative value means "none" only for the fields whose doc
+// says "negative:" (SendConfig.Speed, ImportConfig.MaxStreams and
+// Reorder, ExportConfig.Coalesce); for every other field a negative
+// value is invalid: NewReader, NewSender, Export and the Check methods
+// return an error wrapping ErrConfig that names it. NewImporter and
+// NewDecoder, which cannot fail, take such a value as zero: Check their
+// configs first.
 type Config struct {
 	// Name names the capture in errors (usually its path).
 	Name string
@@ -96,6 +110,9 @@ type Reader struct {
 func NewReader(r io.Reader, cfg Config) (*Reader, error) {
 	if cfg.Name == "" {
 		cfg.Name = "capture"
+	}
+	if err := cfg.Reassembly.Check(); err != nil {
+		return nil, err
 	}
 	rd := &Reader{cfg: cfg}
 	rd.dec.frag.init(cfg.Reassembly.withDefaults())

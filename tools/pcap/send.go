@@ -10,8 +10,8 @@ import (
 	"github.com/mdbus/mdbus/internal/sock"
 )
 
-// SendConfig configures a Sender. The zero value of every field but Group
-// is its default.
+// SendConfig configures a Sender. Group is required; zero and negative
+// values follow Config's rule.
 type SendConfig struct {
 	// Group is the multicast group (or unicast address) and port every
 	// packet is sent to. Required.
@@ -22,8 +22,8 @@ type SendConfig struct {
 	// on this host.
 	TTL int
 	// Speed scales the capture's pacing: 1 (the default) replays at the
-	// captured pace, 2 twice as fast, 0.5 half as fast. Negative sends as
-	// fast as possible.
+	// captured pace, 2 twice as fast, 0.5 half as fast. Negative: none,
+	// sends as fast as possible.
 	Speed float64
 }
 
@@ -53,7 +53,7 @@ func NewSender(cfg SendConfig) (*Sender, error) {
 		cfg.Speed = 1
 	}
 	if cfg.TTL < 0 || cfg.TTL > 255 {
-		return nil, fmt.Errorf("pcap: send: TTL %d outside [0, 255]", cfg.TTL)
+		return nil, fmt.Errorf("%w: send: TTL %d outside [0, 255]", ErrConfig, cfg.TTL)
 	}
 	group := netip.AddrPortFrom(cfg.Group.Addr().Unmap(), cfg.Group.Port())
 	cfg.Group = group

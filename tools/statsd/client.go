@@ -2,6 +2,7 @@ package statsd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -9,12 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
 )
 
-// ClientConfig configures a Client. The zero value of every field but
-// Bus.Group is its default.
+// ClientConfig configures a Client. Bus.Group is required; zero and
+// negative values follow RelayConfig's rule.
 type ClientConfig struct {
 	// Bus is the publication's config (Group required). A zero Linger is
 	// DefaultLinger.
@@ -56,16 +58,25 @@ type Client struct {
 	wg        sync.WaitGroup
 }
 
+// withDefaults checks c and returns it with defaults applied.
+func (c ClientConfig) withDefaults() (ClientConfig, error) {
+	if err := c.Limits.check(cfgcheck.F("FlushEvery", c.FlushEvery),
+		cfgcheck.F("TickInterval", c.TickInterval), cfgcheck.F("MaxMessageLen", c.MaxMessageLen)); err != nil {
+		return c, err
+	}
+	if c.Bus.Linger == 0 && !c.Bus.Inline {
+		c.Bus.Linger = DefaultLinger
+	}
+	c.FlushEvery = cmp.Or(c.FlushEvery, time.Millisecond)
+	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
+	return c, nil
+}
+
 // NewClient opens the publication and starts the clock ticks.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if cfg.Bus.Linger == 0 && !cfg.Bus.Inline {
-		cfg.Bus.Linger = DefaultLinger
-	}
-	if cfg.FlushEvery <= 0 {
-		cfg.FlushEvery = time.Millisecond
-	}
-	if cfg.TickInterval <= 0 {
-		cfg.TickInterval = DefaultTickInterval
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{cfg: cfg, p: NewParser(cfg.Limits)}
 	if cfg.Retransmit.IsValid() {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/subscriber"
 	"github.com/mdbus/mdbus/wire"
 )
@@ -42,8 +44,8 @@ const (
 // DefaultPercentiles are the percentiles reported for sampled types.
 var DefaultPercentiles = []float64{50, 90, 95, 99}
 
-// CollectorConfig configures a Collector. The zero value of every field
-// but Bus.Group is its default.
+// CollectorConfig configures a Collector. Bus.Group is required; zero
+// and negative values follow RelayConfig's rule.
 type CollectorConfig struct {
 	// Bus is the subscriber's config: Group required; set Retransmitter
 	// to the relay's retransmit address for NAK recovery. OnMessage,
@@ -144,24 +146,19 @@ func (c CollectorConfig) withDefaults() (CollectorConfig, error) {
 	if c.HistDigits < 1 || c.HistDigits > 5 {
 		return c, fmt.Errorf("%w: HistDigits %d: want 1 to 5", ErrConfig, c.HistDigits)
 	}
-	if c.MaxSeries <= 0 {
-		c.MaxSeries = DefaultMaxSeries
-	}
-	if c.MaxSetMembers <= 0 {
-		c.MaxSetMembers = DefaultMaxSetMembers
-	}
-	if c.MaxHistograms <= 0 {
-		c.MaxHistograms = DefaultMaxHistograms
-	}
-	if c.IdleExpiry <= 0 {
-		c.IdleExpiry = DefaultIdleExpiry
-	}
-	if c.StreamTimeout <= 0 {
-		c.StreamTimeout = DefaultStreamTimeout
-	}
 	if c.SelfMetrics > SelfMetricsAlways {
 		return c, fmt.Errorf("%w: SelfMetrics %d", ErrConfig, c.SelfMetrics)
 	}
+	if err := c.Limits.check(cfgcheck.F("MaxSeries", c.MaxSeries), cfgcheck.F("MaxSetMembers", c.MaxSetMembers),
+		cfgcheck.F("MaxHistograms", c.MaxHistograms), cfgcheck.F("IdleExpiry", c.IdleExpiry),
+		cfgcheck.F("StreamTimeout", c.StreamTimeout)); err != nil {
+		return c, err
+	}
+	c.MaxSeries = cmp.Or(c.MaxSeries, DefaultMaxSeries)
+	c.MaxSetMembers = cmp.Or(c.MaxSetMembers, DefaultMaxSetMembers)
+	c.MaxHistograms = cmp.Or(c.MaxHistograms, DefaultMaxHistograms)
+	c.IdleExpiry = cmp.Or(c.IdleExpiry, DefaultIdleExpiry)
+	c.StreamTimeout = cmp.Or(c.StreamTimeout, DefaultStreamTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 )
 
 // Type is a metric type.
@@ -120,7 +122,9 @@ func (r Reason) String() string {
 }
 
 // Limits bound what one line may hold. The zero value of each field is its
-// default.
+// default; a negative one is refused by NewRelay, NewClient and
+// NewCollector (RelayConfig's rule), and taken as zero by NewParser and
+// ParseLine, which cannot fail.
 type Limits struct {
 	// MaxLineLen is the longest line accepted, in bytes; default 8192.
 	// A relay or client lowers it to what one bus message can carry
@@ -156,6 +160,15 @@ const (
 	MinSampleRate = 1e-6
 )
 
+// check refuses, by name, a negative limit or a negative one of the
+// config's own fields (RelayConfig's rule).
+func (l Limits) check(fields ...cfgcheck.Field) error {
+	return cfgcheck.Negative(ErrConfig, append(fields, cfgcheck.F("Limits.MaxLineLen", l.MaxLineLen), cfgcheck.F("Limits.MaxNameLen", l.MaxNameLen),
+		cfgcheck.F("Limits.MaxTags", l.MaxTags), cfgcheck.F("Limits.MaxTagBytes", l.MaxTagBytes), cfgcheck.F("Limits.MaxValues", l.MaxValues))...)
+}
+
+// withDefaults fills the zero limits; a negative one (which check
+// refuses) is taken as zero by the parsers, which cannot fail.
 func (l Limits) withDefaults() Limits {
 	if l.MaxLineLen <= 0 {
 		l.MaxLineLen = DefaultMaxLineLen

@@ -2,6 +2,7 @@ package statsd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/retransmit"
@@ -43,8 +45,14 @@ var ErrClosed = errors.New("statsd: closed")
 // ErrConfig wraps every invalid configuration.
 var ErrConfig = errors.New("statsd: invalid config")
 
-// RelayConfig configures a Relay. The zero value of every field but
-// Bus.Group is its default.
+// RelayConfig configures a Relay. Bus.Group is required.
+//
+// One rule for the values of every field, here, in ClientConfig,
+// CollectorConfig and Limits: the zero value means the default. A
+// negative value means "none" or "off" only for the fields whose doc
+// says "negative:" (SelfInterval); for every other field a negative value
+// is invalid and NewRelay, NewClient and NewCollector return an error
+// wrapping ErrConfig that names it.
 type RelayConfig struct {
 	// Listen is the UDP address StatsD clients send to, IPv4 or IPv6.
 	// Default 127.0.0.1:8125.
@@ -78,8 +86,8 @@ type RelayConfig struct {
 	// it ends, any other within TickInterval of its end.
 	TickInterval time.Duration
 	// SelfInterval is how often the relay publishes its own counters
-	// (mdbus.statsd.relay.*) as counter lines; default 10 s, negative
-	// never.
+	// (mdbus.statsd.relay.*) as counter lines; default 10 s; negative:
+	// none, never.
 	SelfInterval time.Duration
 	// MaxMessageLen bounds one bus message; default DefaultMaxMessageLen.
 	MaxMessageLen int
@@ -111,24 +119,17 @@ func (c RelayConfig) withDefaults() (RelayConfig, error) {
 	if c.NoUDP && c.Unix == "" {
 		return c, fmt.Errorf("%w: NoUDP without a Unix socket: nothing to listen on", ErrConfig)
 	}
-	if c.ReadBuffer <= 0 {
-		c.ReadBuffer = DefaultRelayBuffer
+	if err := c.Limits.check(cfgcheck.F("ReadBuffer", c.ReadBuffer), cfgcheck.F("BatchSize", c.BatchSize),
+		cfgcheck.F("DatagramSize", c.DatagramSize), cfgcheck.F("PreAggregate", c.PreAggregate),
+		cfgcheck.F("TickInterval", c.TickInterval), cfgcheck.F("MaxMessageLen", c.MaxMessageLen),
+		cfgcheck.F("EndGrace", c.EndGrace), cfgcheck.F("LogEvery", c.LogEvery)); err != nil {
+		return c, err
 	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = DefaultRelayBatch
-	}
-	if c.DatagramSize <= 0 {
-		c.DatagramSize = DefaultDatagramSize
-	}
-	if c.PreAggregate < 0 {
-		return c, fmt.Errorf("%w: PreAggregate %v is negative", ErrConfig, c.PreAggregate)
-	}
-	if c.TickInterval <= 0 {
-		c.TickInterval = DefaultTickInterval
-	}
-	if c.EndGrace <= 0 {
-		c.EndGrace = time.Second
-	}
+	c.ReadBuffer = cmp.Or(c.ReadBuffer, DefaultRelayBuffer)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultRelayBatch)
+	c.DatagramSize = cmp.Or(c.DatagramSize, DefaultDatagramSize)
+	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
+	c.EndGrace = cmp.Or(c.EndGrace, time.Second)
 	if c.Bus.Grace == 0 {
 		// The publication's Close repeats the end of session and waits
 		// EndGrace while the retransmit server (closed after it) answers.
@@ -143,9 +144,7 @@ func (c RelayConfig) withDefaults() (RelayConfig, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.LogEvery <= 0 {
-		c.LogEvery = DefaultLogEvery
-	}
+	c.LogEvery = cmp.Or(c.LogEvery, DefaultLogEvery)
 	c.Limits = c.Limits.withDefaults()
 	return c, nil
 }
@@ -475,13 +474,8 @@ func (r *Relay) readUDP() {
 		for i := range n {
 			lr.datagram(b.Msgs[i].Buf, b.Msgs[i].Truncated)
 		}
-		if err != nil && !sock.IsTimeout(err) {
-			if r.ctx.Err() != nil {
-				break
-			}
-			r.st.readErrors.Add(1)
-			r.cfg.Logger.Error("statsd relay: read udp", "err", err)
-			time.Sleep(10 * time.Millisecond)
+		if err != nil && !sock.IsTimeout(err) && r.readFailed("statsd relay: read udp", err) {
+			break
 		}
 		lr.flushAgg(false)
 	}
@@ -506,17 +500,25 @@ func (r *Relay) readUnix() {
 			trunc := n > r.cfg.DatagramSize
 			lr.datagram(buf[:min(n, r.cfg.DatagramSize)], trunc)
 		}
-		if err != nil && !isTimeout(err) {
-			if r.ctx.Err() != nil {
-				break
-			}
-			r.st.readErrors.Add(1)
-			r.cfg.Logger.Error("statsd relay: read unix", "err", err)
-			time.Sleep(10 * time.Millisecond)
+		if err != nil && !isTimeout(err) && r.readFailed("statsd relay: read unix", err) {
+			break
 		}
 		lr.flushAgg(false)
 	}
 	lr.flushAgg(true)
+}
+
+// readFailed counts and logs (as msg) a read error that is not a
+// timeout, and pauses so that a socket that fails at once does not spin;
+// stop says the relay is closing, which explains the error.
+func (r *Relay) readFailed(msg string, err error) (stop bool) {
+	if r.ctx.Err() != nil {
+		return true
+	}
+	r.st.readErrors.Add(1)
+	r.cfg.Logger.Error(msg, "err", err)
+	time.Sleep(10 * time.Millisecond)
+	return false
 }
 
 func isTimeout(err error) bool {
