@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/tools/counters"
 	"github.com/stretchr/testify/require"
 )
@@ -190,19 +189,6 @@ func num(t *testing.T, rec map[string]any, key string) int64 {
 // files while they run, scrapes --metrics of each role through promtool,
 // then SIGTERMs them: each exits 0 with a summary that matches its
 // counters, and no counters file is left. A SIGKILLed process leaves a
-// opsLab is the start of every test that runs mdbus processes: inside
-// the lab, not under -short, a temporary directory, the mdbus binary
-// (buildMdbus, replay_cli_test.go) and a counters directory in it.
-func opsLab(t *testing.T) (tmp, bin, ctr string) {
-	t.Helper()
-	netlab.Require(t)
-	if testing.Short() {
-		t.Skip("builds and runs the mdbus binary")
-	}
-	tmp = t.TempDir()
-	return tmp, buildMdbus(t), filepath.Join(tmp, "counters")
-}
-
 // file that mdbus stat reports stale and removes.
 func TestOpsCountersMatchSummaries(t *testing.T) {
 	_, bin, ctr := opsLab(t)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 import (
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/journal"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
@@ -26,6 +29,19 @@ func buildMdbus(t *testing.T) string {
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/mdbus/mdbus/cmd/mdbus").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return bin
+}
+
+// opsLab is the start of every test that runs mdbus processes: inside
+// the lab, not under -short, a temporary directory, the mdbus binary
+// (buildMdbus) and a counters directory in it.
+func opsLab(t *testing.T) (tmp, bin, ctr string) {
+	t.Helper()
+	netlab.Require(t)
+	if testing.Short() {
+		t.Skip("builds and runs the mdbus binary")
+	}
+	tmp = t.TempDir()
+	return tmp, buildMdbus(t), filepath.Join(tmp, "counters")
 }
 
 // writeJournal writes a journal in a new temporary directory holding one
