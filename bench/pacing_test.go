@@ -85,14 +85,18 @@ func TestSendLoopPacesOnTime(t *testing.T) {
 
 // TestSendLoopQuantum: with a quantum of 10 ms at 1,000 messages/s, a
 // sender that is ahead sleeps until ten messages are due and sends them
-// together, each still stamped with its own due time. The quantum that
-// falls due at the duration's end is not sent: the run has ended.
+// together, each still stamped with its own due time. At the duration's
+// end the messages scheduled before it leave too: rate x duration in all.
 func TestSendLoopQuantum(t *testing.T) {
 	r, sends := pace(t, context.Background(), loopParams{rate: 1000, duration: 100 * time.Millisecond, quantum: 10 * time.Millisecond})
-	require.EqualValues(t, 91, r.sent)
+	require.EqualValues(t, 100, r.sent)
 	require.Equal(t, int64(100*time.Millisecond), r.end-r.start)
 	ms := int64(time.Millisecond)
-	require.Len(t, sends, 10)
+	require.Len(t, sends, 11)
+	last := sends[10]
+	sends = sends[:10]
+	require.Equal(t, 100*ms, last.at, "the last batch leaves at the end")
+	require.Equal(t, []uint64{92, 93, 94, 95, 96, 97, 98, 99, 100}, last.seqs, "the messages due before the end")
 	require.Equal(t, int64(0), sends[0].at)
 	require.Len(t, sends[0].seqs, 1, "the first message leaves at once")
 	for i, s := range sends[1:] {

@@ -168,8 +168,12 @@ func sendLoop(ctx context.Context, snd sender, ring *messageRing, p loopParams) 
 	var k uint64
 	for k < limit {
 		now := Now()
-		if now >= end {
-			break
+		// At the end, the messages due before it still leave (a paced
+		// sender that sleeps a quantum between sends would otherwise miss
+		// up to a quantum of them), then the loop stops.
+		last := now >= end
+		if last {
+			now = end
 		}
 		select {
 		case <-done:
@@ -182,7 +186,13 @@ func sendLoop(ctx context.Context, snd sender, ring *messageRing, p loopParams) 
 		n := uint64(p.batch)
 		if p.rate > 0 {
 			due := min(uint64(float64(now-start)/period)+1, limit)
+			if last {
+				due = min(uint64(math.Ceil(float64(end-start)/period)), limit) // scheduled before end
+			}
 			if due <= k {
+				if last {
+					break
+				}
 				ahead := 0.0
 				if p.quantum > 0 {
 					ahead = max(0, math.Floor(float64(p.quantum)/period)-1)
@@ -192,6 +202,9 @@ func sendLoop(ctx context.Context, snd sender, ring *messageRing, p loopParams) 
 			}
 			n = min(due-k, n)
 		} else {
+			if last {
+				break
+			}
 			n = min(n, limit-k)
 		}
 		for i := range n {
