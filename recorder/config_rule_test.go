@@ -23,7 +23,7 @@ func TestConfigRule(t *testing.T) {
 	rew := func(c RewinderConfig) error { _, err := c.withDefaults(); return err }
 	base, rbase := Config{Feed: feed, Journal: j}, RewinderConfig{Feed: feed, Upstream: netip.MustParseAddrPort("127.0.0.1:31100")}
 	cfgtest.Refuses(t, ErrConfig, rec, base, "ReadBuffer", "MaxStreams", "NAK.Deadline", "NAK.Retry")
-	cfgtest.Refuses(t, ErrConfig, rew, rbase, "ReadBuffer", "NAK.Deadline", "NAK.Window")
+	cfgtest.Refuses(t, ErrConfig, rew, rbase, "ReadBuffer", "NAK.Deadline", "NAK.Window", "Cache.MaxMessages", "Cache.MaxBytes")
 	cfgtest.Accepts(t, rec, base, "MaxStreamsPerSource")
 	cfgtest.Accepts(t, rew, rbase, "Heartbeat")
 	c, err := base.withDefaults()

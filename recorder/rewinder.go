@@ -174,6 +174,9 @@ func (c RewinderConfig) withDefaults() (RewinderConfig, error) {
 	if err := checkFeed(c.ReadBuffer, c.NAK); err != nil {
 		return c, err
 	}
+	if err := c.Cache.Validate(); err != nil {
+		return c, fmt.Errorf("%w: rewinder: %w", ErrConfig, err)
+	}
 	c.ReadBuffer = cmp.Or(c.ReadBuffer, DefaultRewinderReadBuffer)
 	if c.NAK.Deadline == 0 && c.Upstream.IsValid() {
 		c.NAK.Deadline = DefaultNAKDeadline

@@ -64,6 +64,9 @@ func (c ClientConfig) withDefaults() (ClientConfig, error) {
 		cfgcheck.F("TickInterval", c.TickInterval), cfgcheck.F("MaxMessageLen", c.MaxMessageLen)); err != nil {
 		return c, err
 	}
+	if err := c.Cache.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if c.Bus.Linger == 0 && !c.Bus.Inline {
 		c.Bus.Linger = DefaultLinger
 	}

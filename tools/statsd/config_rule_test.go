@@ -15,8 +15,8 @@ func TestConfigRule(t *testing.T) {
 	client := func(c ClientConfig) error { _, err := c.withDefaults(); return err }
 	collector := func(c CollectorConfig) error { _, err := c.withDefaults(); return err }
 	cfgtest.Refuses(t, ErrConfig, relay, RelayConfig{}, "ReadBuffer", "BatchSize", "DatagramSize", "PreAggregate", "TickInterval",
-		"MaxMessageLen", "EndGrace", "LogEvery", "Limits.MaxLineLen", "Limits.MaxNameLen", "Limits.MaxTags", "Limits.MaxTagBytes", "Limits.MaxValues")
-	cfgtest.Refuses(t, ErrConfig, client, ClientConfig{}, "FlushEvery", "TickInterval", "MaxMessageLen", "Limits.MaxTags")
+		"MaxMessageLen", "EndGrace", "LogEvery", "Limits.MaxLineLen", "Limits.MaxNameLen", "Limits.MaxTags", "Limits.MaxTagBytes", "Limits.MaxValues", "Cache.MaxBytes")
+	cfgtest.Refuses(t, ErrConfig, client, ClientConfig{}, "FlushEvery", "TickInterval", "MaxMessageLen", "Limits.MaxTags", "Cache.MaxSessions")
 	cfgtest.Refuses(t, ErrConfig, collector, CollectorConfig{}, "MaxSeries", "MaxSetMembers", "MaxHistograms", "IdleExpiry", "StreamTimeout", "Limits.MaxTagBytes")
 	cfgtest.Accepts(t, relay, RelayConfig{}, "SelfInterval")
 

@@ -125,6 +125,9 @@ func (c RelayConfig) withDefaults() (RelayConfig, error) {
 		cfgcheck.F("EndGrace", c.EndGrace), cfgcheck.F("LogEvery", c.LogEvery)); err != nil {
 		return c, err
 	}
+	if err := c.Cache.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	c.ReadBuffer = cmp.Or(c.ReadBuffer, DefaultRelayBuffer)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultRelayBatch)
 	c.DatagramSize = cmp.Or(c.DatagramSize, DefaultDatagramSize)
