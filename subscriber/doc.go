@@ -167,7 +167,14 @@
 // Only the current incarnation of a session asks for repairs and receives
 // them. The one it replaced gives up what it was still missing (reported
 // through OnLoss) and asks for nothing more. A rewinder keyed by session
-// must drop its cached messages when the incarnation changes.
+// must drop its cached messages when the incarnation changes, and it
+// learns of the change from its own copy of the feed, possibly later
+// than this subscriber: so a new incarnation that takes its
+// predecessor's place at once asks for nothing during its first 50 ms
+// (restartGrace), and its gaps found meanwhile are asked for then. A
+// rewinder still that far behind would answer with the previous run's
+// bytes: MoldUDP64's re-request names only the session, so nothing on
+// the wire can tell the two runs apart.
 //
 // The stream table is bounded: at most Config.Limits.MaxStreams streams, at
 // most MaxStreamsPerSource of one source address. A stream silent for

@@ -185,7 +185,7 @@ func (h *harness) due() (monotime.Time, bool) {
 	t := maxTime
 	for _, s := range h.c.list {
 		if s.nak != nil {
-			if at, ok := s.nak.Next(); ok {
+			if at, ok := h.c.due(s); ok {
 				t = min(t, at)
 			}
 		}

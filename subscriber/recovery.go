@@ -365,5 +365,8 @@ func (c *core) due(s *stream) (monotime.Time, bool) {
 	if ok && c.cfg.sendNAKs && !s.current {
 		t = t.Add(replaceQuiet)
 	}
+	if ok && c.cfg.sendNAKs && s.graced && t < s.askFrom {
+		t = s.askFrom // a restart's grace: see restartGrace
+	}
 	return t, ok
 }

@@ -36,7 +36,11 @@ type stream struct {
 	// catchUp is its horizon when it became current after waiting for
 	// its predecessor to go quiet: the gaps before it were all asked for
 	// at once then (see overflow). 0 for a stream that never waited.
-	catchUp    wire.Seq
+	catchUp wire.Seq
+	// askFrom: a new incarnation that took its predecessor's place at
+	// once (graced) asks for nothing before it (see restartGrace).
+	askFrom    monotime.Time
+	graced     bool
 	stopped    bool // LossStop after a loss
 	lastActive monotime.Time
 	// feedNext is, per feed, one past the highest sequence the publisher's

@@ -72,6 +72,16 @@ func (c *core) waiting(s *stream) bool { return !s.current && !s.replaced }
 // repairs, so one packet from anyone cannot steal a live stream's repairs.
 const replaceQuiet = time.Second
 
+// restartGrace is how long a new incarnation that takes its
+// predecessor's place at once (the predecessor ended or went quiet, or
+// its own source restarted) waits before it asks for anything. A
+// re-request names only the session, so a rewinder answers it from the
+// incarnation it holds: one that has not yet seen the restart on its own
+// copy of the feed would answer with the previous run's bytes. The grace
+// gives it time to see the new incarnation's first packets (and drop the
+// old run) first; gaps found meanwhile are asked for when it ends.
+const restartGrace = 50 * time.Millisecond
+
 // quiet reports whether s, the current incarnation of its session, may be
 // replaced by a new source of the session at now.
 func (c *core) quiet(s *stream, now monotime.Time) bool {
@@ -85,11 +95,13 @@ func (c *core) quiet(s *stream, now monotime.Time) bool {
 // incarnation until it is.
 func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool, now monotime.Time) *stream {
 	id := StreamID{Source: key.source, Session: key.session, Incarnation: 1}
-	current := true
+	current, graced := true, false
+	var askFrom monotime.Time
 	if prev != nil {
 		id.Incarnation = c.incarnations[key.session] + 1
 		if force || c.quiet(prev, now) {
 			c.replace(prev)
+			askFrom, graced = now.Add(restartGrace), true
 		} else {
 			current = false
 		}
@@ -100,7 +112,7 @@ func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool, no
 		old.superseded = true
 		c.st.SessionChanges++
 	}
-	s := &stream{id: id, key: key, index: c.created, next: first, horizon: first, end: wire.InvalidSeq, lastActive: now}
+	s := &stream{id: id, key: key, index: c.created, next: first, horizon: first, end: wire.InvalidSeq, lastActive: now, askFrom: askFrom, graced: graced}
 	c.created++
 	c.streams[key] = s
 	if current {
