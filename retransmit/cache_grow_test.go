@@ -78,6 +78,39 @@ func growMsg(dst []byte, k int, seq wire.Seq, n int) []byte {
 	return dst
 }
 
+// checkHeld checks a cache of two growMsg sessions against a model: each
+// session's Bounds are [first[k], next[k]) (none before its first
+// message), and message q of session k is held, byte for byte, exactly
+// when it is at or after first[k] and size(k, q) (its length) is not
+// negative.
+func checkHeld(t *testing.T, c *Cache, sessions []wire.Session, first, next []wire.Seq, size func(k int, q wire.Seq) int) {
+	t.Helper()
+	var got, want []byte
+	for k, s := range sessions {
+		f, nx, ok := c.Bounds(s)
+		if next[k] == 1 {
+			require.False(t, ok, "session %d not written yet", k)
+			continue
+		}
+		require.True(t, ok)
+		require.Equal(t, first[k], f, "first of %d", k)
+		require.Equal(t, next[k], nx, "next of %d", k)
+		for q := wire.Seq(1); q < next[k]; q++ {
+			got, ok = c.AppendMessage(got[:0], s, q)
+			n := size(k, q)
+			if q < first[k] || n < 0 {
+				require.False(t, ok, "session %d seq %d is not held (evicted or in a hole)", k, q)
+				continue
+			}
+			require.True(t, ok, "session %d seq %d", k, q)
+			want = growMsg(want[:0], k, q, n)
+			if !bytes.Equal(want, got) {
+				t.Fatalf("session %d seq %d: %d bytes differ from the %d added", k, q, len(got), len(want))
+			}
+		}
+	}
+}
+
 // TestCacheGrowRandom fills caches across many chunk, log block and index
 // block boundaries, wraps and evictions, with two interleaved sessions and
 // seeded random message sizes of 1 to 1000 bytes. Against a model of the
@@ -113,7 +146,6 @@ func TestCacheGrowRandom(t *testing.T) {
 			var fifo []added           // every message added, in order
 			sizes := [][]int{{0}, {0}} // sizes[k][seq]
 			next := []wire.Seq{1, 1}
-			var want, got []byte
 			check := func() {
 				st := c.Stats()
 				live := fifo[len(fifo)-int(st.Messages):]
@@ -121,33 +153,12 @@ func TestCacheGrowRandom(t *testing.T) {
 				for i := len(live) - 1; i >= 0; i-- {
 					first[live[i].k] = live[i].seq // holes keep what came before them
 				}
-				for k, s := range sessions {
-					f, nx, ok := c.Bounds(s)
-					if next[k] == 1 {
-						require.False(t, ok, "session %d not written yet", k)
-						continue
+				checkHeld(t, c, sessions, first, next, func(k int, q wire.Seq) int {
+					if sizes[k][q] == 0 {
+						return -1 // a hole
 					}
-					require.True(t, ok)
-					require.Equal(t, first[k], f, "first of %d", k)
-					require.Equal(t, next[k], nx, "next of %d", k)
-					for q := wire.Seq(1); q < next[k]; q++ {
-						var ok bool
-						got, ok = c.AppendMessage(got[:0], s, q)
-						if q < first[k] {
-							require.False(t, ok, "session %d seq %d evicted", k, q)
-							continue
-						}
-						if sizes[k][q] == 0 {
-							require.False(t, ok, "session %d seq %d is in a hole", k, q)
-							continue
-						}
-						require.True(t, ok, "session %d seq %d", k, q)
-						want = growMsg(want[:0], k, q, sizes[k][q])
-						if !bytes.Equal(want, got) {
-							t.Fatalf("session %d seq %d: %d bytes differ from the %d added", k, q, len(got), len(want))
-						}
-					}
-				}
+					return sizes[k][q]
+				})
 			}
 			var buf []byte
 			var prev CacheStats

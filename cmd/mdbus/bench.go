@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -255,9 +254,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg.Progress = prog.run
 	var matrix bench.CapacityMatrix
 	if mode == "capacity" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["size"] {
+		if !flagWasSet(fs, "size") {
 			*sizes = "64,1024"
 		}
 		var err error

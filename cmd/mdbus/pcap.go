@@ -144,10 +144,8 @@ their capture times (--speed, or --max for as fast as possible), on --interface 
 		if err != nil {
 			return usageErr("--group %q: want a group:port, like 239.192.0.1:31001 or [ff15::1]:31001", *group)
 		}
-		speedSet := false
-		fs.Visit(func(f *flag.Flag) { speedSet = speedSet || f.Name == "speed" })
 		switch {
-		case *maxPace && speedSet:
+		case *maxPace && flagWasSet(fs, "speed"):
 			return usageErr("give --speed or --max, not both")
 		case !(*speed > 0) || math.IsInf(*speed, 0):
 			return usageErr("--speed %v: want a positive factor like 0.5, 1 or 10 (--max sends as fast as possible)", *speed)
