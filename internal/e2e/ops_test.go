@@ -219,15 +219,19 @@ func TestOpsCountersMatchSummaries(t *testing.T) {
 		require.Len(t, snaps, 4)
 		done := true
 		for _, s := range snaps {
+			// A value may be missing for a moment: a process creates its
+			// counters file, then attaches its counters to it.
 			switch s.Role {
 			case "pub":
-				m := mustValue(t, s, "pub", counters.PubMessages, "")
+				m, ok := value(s, "pub", counters.PubMessages, "")
 				midRun = midRun || (m > 0 && m < int64(n))
-				done = done && m == int64(n)
+				done = done && ok && m == int64(n)
 			case "sub":
-				done = done && mustValue(t, s, "sub", counters.SubMessages, "") == int64(n)
+				m, ok := value(s, "sub", counters.SubMessages, "")
+				done = done && ok && m == int64(n)
 			case "rewind":
-				done = done && mustValue(t, s, "rewind", counters.CacheMessages, "") == int64(n)
+				m, ok := value(s, "rewind", counters.CacheMessages, "")
+				done = done && ok && m == int64(n)
 			}
 		}
 		if done && fmt.Sprint(valuesOf(snaps)) == fmt.Sprint(valuesOf(last)) {
