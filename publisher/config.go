@@ -73,30 +73,6 @@ type Sink interface {
 	SentPacket(pkt []byte)
 }
 
-// A RetainingSink is a Sink that can keep a packet in place, reading the
-// publication's own buffer instead of copying it: a retransmit cache
-// (retransmit.Cache) does, which saves a copy of every packet on the
-// sending path. The first Sink of Config.Sinks that implements it (while
-// RetainBytes is not negative) is offered the packets that are at least
-// half full with RetainPacket instead of SentPacket; the others, and the
-// emptier packets, go to SentPacket as before. See the package doc,
-// "Packets kept in place".
-type RetainingSink interface {
-	Sink
-	// RetainPacket is offered a packet as SentPacket is, on the same
-	// goroutine. pkt's bytes stay unchanged and readable until the
-	// publication calls ReleasePacket with it.
-	RetainPacket(pkt []byte)
-	// ReleasePacket releases pkt and every packet retained before it:
-	// the sink must have stopped reading them when it returns, since the
-	// publication is about to reuse their buffers (once RetainBytes of
-	// packets were kept after them; one call covers up to 64 packets). It is
-	// called in order, at most once per packet, on the goroutine that
-	// publishes: it may run while RetainPacket runs on the sending
-	// goroutine.
-	ReleasePacket(pkt []byte)
-}
-
 // Config describes a Publication. Group is required.
 //
 // One rule for the values of every field: the zero value means the
@@ -188,16 +164,6 @@ type Config struct {
 	DisableGSO bool
 	// Sinks are offered every data packet; see Sink.
 	Sinks []Sink
-	// RetainBytes is how many bytes of packet buffers the publication
-	// adds to its queue's when a Sink is a RetainingSink: sent packets
-	// stay in their buffers for that sink to read in place until the
-	// publication needs the buffers again, so a retransmit cache holds
-	// the last RetainBytes of full packets without copying them (its own
-	// bounds still apply). The buffers are allocated as packets are kept,
-	// so a feed of small packets (copied, not kept) adds none. Default
-	// DefaultRetainBytes (64 MiB); negative: none (every Sink copies).
-	// Without a RetainingSink it is ignored.
-	RetainBytes int
 	// Grace is how long Close goes on after sending the end of session:
 	// it repeats the end of session every HeartbeatInterval (at least 5
 	// times over Grace), so that a subscriber that lost the last packets
@@ -223,10 +189,6 @@ const (
 	DefaultWriteBuffer       = 4 << 20
 	DefaultBatchPackets      = 64
 	DefaultQueuePackets      = 1024
-	// DefaultRetainBytes is Config.RetainBytes when zero: at 1,472-byte
-	// payloads, 45,590 packets, a million 64-byte messages, what the
-	// retransmit cache holds by default.
-	DefaultRetainBytes = 64 << 20
 	// MaxBatchPackets is the kernel's limit on messages per sendmmsg
 	// (UIO_MAXIOV).
 	MaxBatchPackets = 1024
@@ -268,11 +230,6 @@ type settings struct {
 	ifi     *net.Interface
 	session wire.Session
 	maxMsg  int
-	// keeper is the Sink that retains packets in place, if any, and
-	// retain the most buffers the ring adds for the packets it keeps.
-	keeper   RetainingSink
-	keeperAt int // its index in Sinks
-	retain   int
 	// endEvery is how often Close repeats the end of session during the
 	// grace period.
 	endEvery time.Duration
@@ -388,14 +345,6 @@ func (c Config) withDefaults() (settings, error) {
 	for i, sk := range s.Sinks {
 		if sk == nil {
 			return s, fmt.Errorf("%w: Sinks[%d] is nil", ErrConfig, i)
-		}
-	}
-	s.RetainBytes = cfgcheck.OrNone(s.RetainBytes, DefaultRetainBytes)
-	for i, sk := range s.Sinks {
-		if k, ok := sk.(RetainingSink); ok && s.RetainBytes > 0 {
-			s.keeper, s.keeperAt = k, i
-			s.retain = max(1, s.RetainBytes/s.PayloadSize)
-			break
 		}
 	}
 	return s, nil

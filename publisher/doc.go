@@ -252,16 +252,6 @@
 // caller may reuse msg at once. A Sink's pkt points into the ring and is
 // valid only during SentPacket.
 //
-// A RetainingSink (a retransmit cache) may keep a packet in place
-// instead: with one among the Sinks, a packet at least half full goes to
-// RetainPacket instead of SentPacket and stays unchanged in its buffer
-// after it is sent, while the ring adds buffers for the next packets, up
-// to RetainBytes of them (64 MiB, allocated as needed). When none is left,
-// ReleasePacket tells the sink to let go of the oldest kept packets (64
-// per call) and their buffers are reused. That saves the sink's copy of
-// every packet on the sending path. The queue (QueuePackets, the packets
-// filling or in flight) is unchanged.
-//
 // # Allocation
 //
 // With a warm Publication (every ring buffer used once), Publish,

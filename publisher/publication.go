@@ -151,7 +151,7 @@ func New(cfg Config) (*Publication, error) {
 		raw:       c,
 		local:     c.LocalAddr(),
 		log:       s.Logger,
-		ring:      newRing(s.QueuePackets, s.retain, s.PayloadSize, s.keeper),
+		ring:      newRing(s.QueuePackets, s.PayloadSize),
 		next:      s.FirstSeq,
 		sentNext:  s.FirstSeq,
 		timerAt:   never,
@@ -445,7 +445,7 @@ func (p *Publication) appendLocked(msg []byte) (seq wire.Seq, opened bool) {
 			}
 			r.seal()
 		}
-		if r.room() {
+		if r.free() {
 			r.openPacket(p.s.session, p.next, p.s.PayloadSize, p.s.Linger > 0)
 			opened = true
 			break
@@ -568,7 +568,7 @@ func (p *Publication) takeLocked() (first, n uint64) {
 // were sent, bad of them refused, freeing their buffers. The caller then
 // decides who sends what is pending.
 func (p *Publication) finishLocked(n, bad uint64, err error) {
-	p.ring.sent(n)
+	p.ring.done += n
 	p.role = p.role.finished()
 	p.latchLocked(err)
 	p.st.sendErrors.Add(bad) // after the latch: a reader that sees it sees the error
@@ -632,13 +632,8 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 		h, _ := wire.ParseHeader(pkt)
 		msgs += uint64(h.MessageCount())
 		size += uint64(len(pkt))
-		keep := p.s.keeper != nil && keptInPlace(pkt, p.s.PayloadSize)
-		for j, s := range p.s.Sinks {
-			if keep && j == p.s.keeperAt {
-				p.s.keeper.RetainPacket(pkt)
-			} else {
-				s.SentPacket(pkt)
-			}
+		for _, s := range p.s.Sinks {
+			s.SentPacket(pkt)
 		}
 		next = h.Next()
 	}

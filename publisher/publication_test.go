@@ -12,7 +12,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-	"unsafe"
 
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
@@ -878,108 +877,4 @@ func TestSinkSeesWholePacket(t *testing.T) {
 	}
 	require.Equal(t, [][]byte{[]byte("one"), []byte("two"), {}}, msgs)
 	require.True(t, bytes.HasPrefix(got[0], []byte("S         ")))
-}
-
-// keepingSink is a RetainingSink that checks the contract: a release
-// names a retained packet, releases it and those retained before it, and
-// finds them with the bytes they had when offered.
-type keepingSink struct {
-	mu       sync.Mutex
-	t        *testing.T
-	offered  [][]byte // copies of every packet offered, in order
-	retained [][]byte // packets kept in place, not yet released
-	kept     [][]byte // their copies
-	nkept    int
-	released int
-}
-
-func (s *keepingSink) SentPacket(pkt []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.offered = append(s.offered, bytes.Clone(pkt))
-}
-
-func (s *keepingSink) RetainPacket(pkt []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.offered = append(s.offered, bytes.Clone(pkt))
-	s.retained = append(s.retained, pkt)
-	s.kept = append(s.kept, bytes.Clone(pkt))
-	s.nkept++
-}
-
-func (s *keepingSink) ReleasePacket(pkt []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := slices.IndexFunc(s.retained, func(r []byte) bool { return unsafe.SliceData(r) == unsafe.SliceData(pkt) })
-	if n < 0 {
-		s.t.Errorf("released a packet not retained (or released before)")
-		return
-	}
-	for k := range n + 1 {
-		if !bytes.Equal(s.kept[k], s.retained[k]) {
-			s.t.Errorf("retained packet %d changed before its release", s.released+k)
-		}
-	}
-	s.retained, s.kept = s.retained[n+1:], s.kept[n+1:]
-	s.released += n + 1
-}
-
-// TestRetainingSink: packets at least half full stay in the publisher's
-// buffers for a RetainingSink, unchanged until released once and in
-// order when the ring of RetainBytes comes round; the other packets, and
-// every packet with RetainBytes negative, are copied through SentPacket;
-// the other Sinks see every packet.
-func TestRetainingSink(t *testing.T) {
-	netlab.Require(t)
-	const slots = 40
-	for i, tc := range []struct {
-		name   string
-		retain int
-	}{{"retain", slots * wire.DefaultPayloadSizeIPv4}, {"off", -1}} {
-		for j, mode := range modes {
-			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					group := netip.AddrPortFrom(netip.MustParseAddr("239.10.0.9"), uint16(31180+10*i+j))
-					keeper, other := &keepingSink{t: t}, &recordingSink{}
-					p, cc := openCaptured(t, publisher.Config{
-						Group: group, Send: mode.send, HeartbeatInterval: 5 * time.Millisecond,
-						Sinks: []publisher.Sink{other, keeper}, Grace: -1, QueuePackets: 16, RetainBytes: tc.retain,
-					})
-					for round := range 6 {
-						// Batches of 20, so that inline sends fill packets too.
-						for k := 0; k < 500; k += 20 {
-							var batch [][]byte
-							for m := k; m < k+20; m++ {
-								batch = append(batch, makeMsg(wire.Seq(round*500+m+1), 1, 1+m%200))
-							}
-							_, err := p.PublishBatch(batch)
-							require.NoError(t, err)
-						}
-						advance(15 * time.Millisecond) // the last packet of a round goes part full
-					}
-					require.NoError(t, p.Close())
-					pkts := cc.data()
-					require.Len(t, checkContiguous(t, pkts, 1, wire.DefaultPayloadSizeIPv4), 3000)
-					keeper.mu.Lock()
-					defer keeper.mu.Unlock()
-					for name, got := range map[string][][]byte{"keeper": keeper.offered, "other": other.packets()} {
-						require.Len(t, got, len(pkts), name)
-						for k, raw := range got {
-							require.Equal(t, pkts[k].raw, raw, "%s: packet %d equals what was sent", name, k)
-						}
-					}
-					if tc.retain < 0 {
-						require.Zero(t, keeper.nkept)
-						return
-					}
-					require.Greater(t, keeper.nkept, 3*slots, "most packets kept in place")
-					require.Less(t, keeper.nkept, len(pkts), "the part-full packets copied")
-					// Kept are at most the buffers beyond those in flight.
-					require.GreaterOrEqual(t, keeper.released, keeper.nkept-slots-16, "released as the ring came round")
-					require.Equal(t, keeper.nkept-keeper.released, len(keeper.retained))
-				})
-			})
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"unsafe"
 
 	"github.com/mdbus/mdbus/wire"
 )
@@ -41,9 +40,6 @@ const (
 	// slots marked noEntry, 8 bytes per skipped sequence); it is the
 	// largest gap a subscriber tracks by default (nak.DefaultMaxPending).
 	maxHole = 1 << 16
-	// extChunk is the chunk number of an entry kept in place: its bytes
-	// are a packet given to RetainPacket, not a chunk's.
-	extChunk = math.MaxUint32
 	// noEntry marks an index slot of a hole: a sequence not held.
 	noEntry = math.MaxUint64
 )
@@ -109,10 +105,6 @@ type CacheStats struct {
 	// message's bytes and its 2-byte length, plus the unused tails of
 	// chunks skipped where a write would not fit).
 	Bytes uint64
-	// RetainedBytes is the message blocks held in place, in packets given
-	// to RetainPacket (the publisher's memory, not the chunks'). Bytes +
-	// RetainedBytes stays within MaxBytes.
-	RetainedBytes uint64
 	// ArenaBytes is the size of all byte chunks allocated now.
 	ArenaBytes uint64
 	// Sessions is the number of sessions tracked.
@@ -140,12 +132,8 @@ type CacheStats struct {
 	Incarnations uint64
 	// SessionsEvicted counts sessions dropped to admit a new one.
 	SessionsEvicted uint64
-	// BadPackets counts packets given to SentPacket or RetainPacket that
-	// did not parse.
+	// BadPackets counts packets given to SentPacket that did not parse.
 	BadPackets uint64
-	// Retained counts packets stored in place by RetainPacket (not
-	// copied); Released those of them a ReleasePacket evicted.
-	Retained, Released uint64
 	// BadMessages counts messages refused by Add: sequence 0, the largest
 	// sequence, or longer than 0xFFFF bytes.
 	BadMessages uint64
@@ -153,15 +141,13 @@ type CacheStats struct {
 
 // entry is one write in the log: count consecutive messages of one
 // session, from sequence seq on, stored as MoldUDP64 message blocks (a
-// 2-byte length, then the bytes) in chunks[chunk].buf[off:off+size], or
-// for an entry kept in place (chunk extChunk) in the retained packet
-// ext[g][off:off+size]. A packet given to SentPacket or RetainPacket is
-// one entry, so storing and evicting cost one entry per packet, not per
-// message; Add writes one-message entries.
+// 2-byte length, then the bytes) in chunks[chunk].buf[off:off+size]. A
+// packet given to SentPacket is one entry, so storing and evicting cost
+// one entry per packet, not per message; Add writes one-message entries.
 type entry struct {
 	seq   wire.Seq // sequence of the first message
-	off   uint32   // offset in the chunk (or the retained packet)
-	chunk uint32   // chunk number, or extChunk
+	off   uint32   // offset in the chunk
+	chunk uint32   // chunk number
 	skip  uint32   // bytes skipped after the entry, before the next one (a chunk's tail)
 	size  uint32   // bytes of the message blocks
 	count uint16   // messages
@@ -328,14 +314,11 @@ type Cache struct {
 	used       uint64 // bytes from the oldest message's start to the tail, skipped tails included
 	arenaBytes uint64 // total size of the chunks
 
-	log      blocks[entry]  // entries numbered [gh, gt)
-	ext      blocks[[]byte] // ext[g]: the packet entry g keeps in place (RetainPacket), nil otherwise
-	extFree  []*[blockLen][]byte
-	extBytes uint64 // message blocks of the entries kept in place
-	gh, gt   uint64
-	msgs     uint64              // messages in the entries [gh, gt)
-	logFree  []*[blockLen]entry  // released log blocks
-	idxFree  []*[blockLen]uint64 // released index blocks, shared by the sessions
+	log     blocks[entry] // entries numbered [gh, gt)
+	gh, gt  uint64
+	msgs    uint64              // messages in the entries [gh, gt)
+	logFree []*[blockLen]entry  // released log blocks
+	idxFree []*[blockLen]uint64 // released index blocks, shared by the sessions
 
 	sessions  []cacheSession
 	bySession map[wire.Session]int
@@ -375,55 +358,7 @@ func NewCache(cfg CacheConfig) *Cache {
 // the next one are a jump, as in Add. Its cost is constant per message: at
 // most one byte chunk, log block and index block allocated while the cache
 // grows, nothing once it has reached its working size.
-func (c *Cache) SentPacket(pkt []byte) { c.sentPacket(pkt, false) }
-
-// RetainPacket stores a downstream packet as SentPacket does, but keeps
-// pkt itself instead of a copy: the caller must leave pkt's bytes
-// unchanged until it has called ReleasePacket(pkt), after which the cache
-// no longer reads them. It is the publisher's RetainingSink hook, which
-// saves the copy of every packet on the sending path (see the package
-// doc, "Packets kept in place"). A packet the cache cannot keep whole (one
-// with more messages than MaxMessages) is copied as SentPacket would.
-func (c *Cache) RetainPacket(pkt []byte) { c.sentPacket(pkt, true) }
-
-// ReleasePacket evicts the entry that keeps pkt in place (RetainPacket),
-// with every entry older than it, so that the caller may reuse pkt's
-// memory once it returns. A packet that was copied, or is held no more,
-// costs one lookup and changes nothing.
-func (c *Cache) ReleasePacket(pkt []byte) {
-	h, err := wire.ParseHeader(pkt)
-	if err != nil || h.MessageCount() == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	slot, ok := c.bySession[h.Session]
-	if !ok {
-		return
-	}
-	// The entry keeping pkt holds its messages from the first one not
-	// held before it was offered (see sentPacket): the first message
-	// held in an entry kept in place that aliases pkt.
-	ss := &c.sessions[slot]
-	for q, end := h.Seq, h.Next(); q < end; q++ {
-		r, g := ss.find(q)
-		if r == nil || c.log.at(g).chunk != extChunk {
-			continue
-		}
-		if ref := *c.ext.at(g); unsafe.SliceData(ref) != unsafe.SliceData(pkt) {
-			continue
-		}
-		for c.gh <= g {
-			c.evictOldest()
-		}
-		c.st.Released++
-		return
-	}
-}
-
-// sentPacket stores pkt as one entry: a copy, or pkt itself when retain
-// is set.
-func (c *Cache) sentPacket(pkt []byte, retain bool) {
+func (c *Cache) SentPacket(pkt []byte) {
 	p, err := wire.ParsePacket(pkt)
 	if err != nil {
 		c.mu.Lock()
@@ -461,13 +396,10 @@ func (c *Cache) sentPacket(pkt []byte, retain bool) {
 			if !ok {
 				return
 			}
-			c.put(slot, seq, 1, nil, msg, nil)
+			c.put(slot, seq, 1, nil, msg)
 		}
 	}
-	if !retain {
-		pkt = nil
-	}
-	c.put(slot, seq, uint16(k), body, nil, pkt)
+	c.put(slot, seq, uint16(k), body, nil)
 }
 
 // heldEqual reports whether every message of p below the session's next
@@ -506,7 +438,7 @@ func (c *Cache) Add(s wire.Session, seq wire.Seq, msg []byte) {
 	if seq == wire.InvalidSeq || seq == math.MaxUint64 || len(msg) > math.MaxUint16 {
 		c.st.BadMessages++
 	} else {
-		c.put(c.slotFor(s), seq, 1, nil, msg, nil)
+		c.put(c.slotFor(s), seq, 1, nil, msg)
 	}
 	c.mu.Unlock()
 }
@@ -587,10 +519,9 @@ func (c *Cache) slotFor(s wire.Session) int {
 
 // put stores count consecutive messages of a session from sequence seq
 // on as one entry: the message blocks body (a packet's, validated), or the
-// single message msg when body is nil. When ref is set, body is the tail
-// of the packet ref, kept in place instead of copied. The sequences are
-// valid: seq is not 0 and seq+count-1 is below the largest. c.mu is held.
-func (c *Cache) put(slot int, seq wire.Seq, count uint16, body, msg, ref []byte) {
+// single message msg when body is nil. The sequences are valid: seq is
+// not 0 and seq+count-1 is below the largest. c.mu is held.
+func (c *Cache) put(slot int, seq wire.Seq, count uint16, body, msg []byte) {
 	ss := &c.sessions[slot]
 	r := ss.newest()
 	switch {
@@ -625,44 +556,28 @@ func (c *Cache) put(slot int, seq wire.Seq, count uint16, body, msg, ref []byte)
 	if body == nil {
 		size = wire.MsgLenLen + uint32(len(msg))
 	}
-	var ch, off uint32
-	if ref != nil {
-		for c.gh < c.gt && c.msgs+uint64(count) > c.maxMsgs {
-			c.evictOldest()
-		}
-		ch, off = extChunk, uint32(len(ref)-len(body))
+	ch, off, gap := c.reserve(size, uint64(count))
+	// reserve may have evicted this session's oldest messages (even all
+	// of r's: then r.first == r.next == seq still holds); next is still
+	// right.
+	dst := c.chunks[ch].buf[off : off+size]
+	if body != nil {
+		copy(dst, body)
 		c.st.AddedBytes += uint64(len(body)) - wire.MsgLenLen*uint64(count)
-		c.extBytes += uint64(size)
-		c.st.Retained++
-		if !c.ext.held(c.gt) {
-			c.ext.hold(c.gt, &c.extFree)
-		}
-		*c.ext.at(c.gt) = ref
 	} else {
-		var gap uint32
-		ch, off, gap = c.reserve(size, uint64(count))
-		// reserve may have evicted this session's oldest messages (even all
-		// of r's: then r.first == r.next == seq still holds); next is still
-		// right.
-		dst := c.chunks[ch].buf[off : off+size]
-		if body != nil {
-			copy(dst, body)
-			c.st.AddedBytes += uint64(len(body)) - wire.MsgLenLen*uint64(count)
-		} else {
-			binary.BigEndian.PutUint16(dst, uint16(len(msg)))
-			copy(dst[wire.MsgLenLen:], msg)
-			c.st.AddedBytes += uint64(len(msg))
-		}
-		if c.gh == c.gt {
-			c.used = uint64(size) // the skipped tail before the oldest entry does not count
-		} else {
-			c.used += uint64(gap) + uint64(size)
-			if gap > 0 {
-				c.log.at(c.gt - 1).skip = gap
-			}
-		}
-		c.tc, c.toff = ch, off+size
+		binary.BigEndian.PutUint16(dst, uint16(len(msg)))
+		copy(dst[wire.MsgLenLen:], msg)
+		c.st.AddedBytes += uint64(len(msg))
 	}
+	if c.gh == c.gt {
+		c.used = uint64(size) // the skipped tail before the oldest entry does not count
+	} else {
+		c.used += uint64(gap) + uint64(size)
+		if gap > 0 {
+			c.log.at(c.gt - 1).skip = gap
+		}
+	}
+	c.tc, c.toff = ch, off+size
 	if !c.log.held(c.gt) {
 		c.log.hold(c.gt, &c.logFree)
 	}
@@ -676,9 +591,8 @@ func (c *Cache) put(slot int, seq wire.Seq, count uint16, body, msg, ref []byte)
 	ss.lastWrite = c.writes
 	c.lastSlot = slot
 	c.st.Added += uint64(count)
-	// Holes cost index slots: keep them bounded with the messages. The
-	// chunks and the packets kept in place share MaxBytes.
-	for c.gt-c.gh > 1 && (c.span > c.maxSpan || c.extBytes > 0 && c.used+c.extBytes > c.maxBytes) {
+	// Holes cost index slots: keep them bounded with the messages.
+	for c.span > c.maxSpan && c.gt-c.gh > 1 {
 		c.evictOldest()
 	}
 }
@@ -747,12 +661,7 @@ func (c *Cache) addChunk() {
 // evictOldest drops the oldest entry of the log. c.mu is held.
 func (c *Cache) evictOldest() {
 	e := c.log.at(c.gh)
-	size := uint64(e.size) + uint64(e.skip) // the bytes it frees in the chunks
-	if e.chunk == extChunk {
-		size = uint64(e.skip)
-		c.extBytes -= uint64(e.size)
-		*c.ext.at(c.gh) = nil
-	}
+	size := uint64(e.size) + uint64(e.skip)
 	// The log holds a session's ranges in order, after its older (dead)
 	// ranges and those of the slot's former sessions: an entry from the
 	// oldest range's logStart on holds that range's first messages.
@@ -771,7 +680,6 @@ func (c *Cache) evictOldest() {
 	}
 	if c.gh%blockLen == 0 {
 		c.log.releaseBelow(c.gh, &c.logFree)
-		c.ext.releaseBelow(c.gh, &c.extFree)
 	}
 }
 
@@ -809,12 +717,7 @@ type cursor struct {
 // no checks.
 func (c *Cache) message(g uint64, seq wire.Seq, cur *cursor) []byte {
 	e := c.log.at(g)
-	var buf []byte
-	if e.chunk == extChunk {
-		buf = (*c.ext.at(g))[e.off : e.off+e.size]
-	} else {
-		buf = c.chunks[e.chunk].buf[e.off : e.off+e.size]
-	}
+	buf := c.chunks[e.chunk].buf[e.off : e.off+e.size]
 	if !cur.ok || cur.g != g || cur.seq > seq {
 		*cur = cursor{g: g, seq: e.seq, ok: true}
 	}
@@ -969,7 +872,6 @@ func (c *Cache) Stats() CacheStats {
 	st := c.st
 	st.Messages = c.msgs
 	st.Bytes = c.used
-	st.RetainedBytes = c.extBytes
 	st.ArenaBytes = c.arenaBytes
 	return st
 }

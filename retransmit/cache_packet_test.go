@@ -3,7 +3,6 @@ package retransmit
 import (
 	"bytes"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/mdbus/mdbus/wire"
@@ -16,36 +15,18 @@ import (
 // both, and checks against a model of the FIFO of packets that whole
 // packets are evicted oldest first, exactly the newest are held byte for
 // byte, and AppendPackets rebuilds them.
-//
-// In the retain modes the packets go to RetainPacket from a ring of 64
-// buffers, as a publisher's (mixed: half of them copied by SentPacket):
-// before a buffer is reused its packet is released, then overwritten
-// with garbage, so that a cache still reading it fails the byte checks.
 func TestCacheSentPacketModel(t *testing.T) {
-	type config struct {
+	for _, tc := range []struct {
 		name string
 		cfg  CacheConfig
-	}
-	var cases []config
-	for _, mode := range []string{"copy", "retain", "mixed"} {
-		for _, c := range []config{
-			{"count", CacheConfig{MaxMessages: 3000}},
-			{"bytes", CacheConfig{MaxBytes: MinCacheBytes * 3}},
-			{"both", CacheConfig{MaxMessages: 2000, MaxBytes: MinCacheBytes * 2}},
-		} {
-			cases = append(cases, config{mode + "/" + c.name, c.cfg})
-		}
-	}
-	for _, tc := range cases {
+	}{
+		{"count", CacheConfig{MaxMessages: 3000}},
+		{"bytes", CacheConfig{MaxBytes: MinCacheBytes * 3}},
+		{"both", CacheConfig{MaxMessages: 2000, MaxBytes: MinCacheBytes * 2}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mode, _, _ := strings.Cut(tc.name, "/")
 			rng := rand.New(rand.NewPCG(7, uint64(len(tc.name))))
 			c := NewCache(tc.cfg)
-			ring := make([][]byte, 64) // the publisher's buffers
-			for i := range ring {
-				ring[i] = make([]byte, 0, 9000)
-			}
-			var nring int
 			sessions := []wire.Session{mustSession(t, "PKT0"), mustSession(t, "PKT1")}
 			type stored struct {
 				k           int
@@ -56,9 +37,9 @@ func TestCacheSentPacketModel(t *testing.T) {
 			next := []wire.Seq{1, 1}
 			last := [][]byte{nil, nil} // the last packet of each session
 			var dups uint64
-			encode := func(dst []byte, k int, from wire.Seq, count int) []byte {
+			encode := func(k int, from wire.Seq, count int) []byte {
 				var enc wire.Encoder
-				enc.Reset(dst, sessions[k], from, 9000)
+				enc.Reset(nil, sessions[k], from, 9000)
 				var msg []byte
 				for q := from; q < from+wire.Seq(count); q++ {
 					msg = growMsg(msg[:0], k, q, sizes[k][q])
@@ -83,9 +64,6 @@ func TestCacheSentPacketModel(t *testing.T) {
 				require.Equal(t, held, st.Messages)
 				require.Equal(t, st.Added, st.Messages+st.Evicted)
 				require.Equal(t, dups, st.Duplicates)
-				if tc.cfg.MaxBytes > 0 {
-					require.LessOrEqual(t, st.Bytes+st.RetainedBytes, uint64(tc.cfg.MaxBytes))
-				}
 				if !full {
 					return
 				}
@@ -131,11 +109,7 @@ func TestCacheSentPacketModel(t *testing.T) {
 				switch r := rng.IntN(40); {
 				case r == 0 && last[k] != nil:
 					// The same packet offered again: a duplicate.
-					if mode == "copy" {
-						c.SentPacket(last[k])
-					} else {
-						c.RetainPacket(last[k]) // a copy: it stores nothing
-					}
+					c.SentPacket(last[k])
 					p, _ := wire.ParsePacket(last[k])
 					dups += uint64(p.MessageCount())
 					continue
@@ -146,19 +120,6 @@ func TestCacheSentPacketModel(t *testing.T) {
 						sizes[k] = append(sizes[k], -1)
 					}
 					next[k] += wire.Seq(jump)
-				}
-				retain := mode == "retain" || (mode == "mixed" && rng.IntN(2) == 0)
-				var buf []byte
-				if retain {
-					// Release the buffer's packet, spoil it, reuse it.
-					buf = ring[nring%len(ring)]
-					if len(buf) > 0 {
-						c.ReleasePacket(buf)
-						check(false) // what it evicted
-						for j := range buf {
-							buf[j] = 0xA5
-						}
-					}
 				}
 				count := 1 + rng.IntN(60)
 				for range count {
@@ -172,33 +133,15 @@ func TestCacheSentPacketModel(t *testing.T) {
 					from -= wire.Seq(back)
 					dups += uint64(back)
 				}
-				if !retain {
-					pkt := encode(nil, k, from, int(next[k]-from)+count)
-					c.SentPacket(pkt)
-					last[k] = pkt
-				} else {
-					pkt := encode(buf[:0], k, from, int(next[k]-from)+count)
-					ring[nring%len(ring)] = pkt
-					nring++
-					c.RetainPacket(pkt)
-					last[k] = bytes.Clone(pkt)
-				}
+				pkt := encode(k, from, int(next[k]-from)+count)
+				c.SentPacket(pkt)
 				fifo = append(fifo, stored{k, next[k], next[k] + wire.Seq(count)})
 				next[k] += wire.Seq(count)
+				last[k] = pkt
 				check(i%500 == 0)
 			}
 			check(true)
-			st := c.Stats()
-			require.Zero(t, st.Incarnations, "no duplicate was taken for a new incarnation")
-			if mode != "copy" {
-				require.Positive(t, st.Retained)
-			}
-			if mode == "retain" {
-				require.Positive(t, st.Released, "the ring of 64 buffers is shorter than the cache")
-			}
-			if mode == "copy" {
-				require.Zero(t, st.RetainedBytes)
-			}
+			require.Zero(t, c.Stats().Incarnations, "no duplicate was taken for a new incarnation")
 		})
 	}
 }
@@ -232,10 +175,7 @@ func TestCacheSentPacketBeyondMaxMessages(t *testing.T) {
 
 // FuzzCacheSentPacket offers arbitrary bytes as packets (a Sink is a
 // public hook) and reads back everything the cache then holds: nothing
-// may panic, and what is read back parses. A second cache keeps the
-// packets in place (RetainPacket), is read back, then releases them,
-// which are spoiled, and is read back again: a released packet is never
-// read.
+// may panic, and what is read back parses.
 func FuzzCacheSentPacket(f *testing.F) {
 	s := mustSession(f, "FUZZ")
 	var enc wire.Encoder
@@ -248,49 +188,28 @@ func FuzzCacheSentPacket(f *testing.F) {
 		c := NewCache(CacheConfig{MaxMessages: 3, MaxBytes: MinCacheBytes})
 		c.SentPacket(a)
 		c.SentPacket(b)
-		readBackParses(t, c, a, b)
-
-		c = NewCache(CacheConfig{MaxMessages: 3, MaxBytes: MinCacheBytes})
-		ka, kb := bytes.Clone(a), bytes.Clone(b)
-		c.RetainPacket(ka)
-		c.SentPacket(a)
-		c.RetainPacket(kb)
-		readBackParses(t, c, a, b)
-		for _, k := range [][]byte{ka, kb} {
-			c.ReleasePacket(k)
-			for i := range k {
-				k[i] = 0xFF
+		pkts := [][]byte{make([]byte, 0, 9000), make([]byte, 0, 9000)}
+		for _, pkt := range [][]byte{a, b} {
+			h, err := wire.ParseHeader(pkt)
+			if err != nil {
+				continue
 			}
-			readBackParses(t, c, a, b)
+			first, next, ok := c.Bounds(h.Session)
+			if !ok {
+				continue
+			}
+			for q := first; q < next && q-first < 1000; q++ {
+				_, _ = c.AppendMessage(nil, h.Session, q)
+			}
+			np, _, err := c.AppendPackets(pkts, h.Session, first, int(min(uint64(next-first), 1000)), 9000)
+			if err != nil {
+				continue
+			}
+			for _, p := range pkts[:np] {
+				if _, err := wire.ParsePacket(p); err != nil {
+					t.Fatalf("a packet built from the cache does not parse: %v", err)
+				}
+			}
 		}
 	})
-}
-
-// readBackParses reads back what c holds of the sessions of pkts: every
-// message, and packets built from them, which must parse.
-func readBackParses(t *testing.T, c *Cache, pkts ...[]byte) {
-	t.Helper()
-	out := [][]byte{make([]byte, 0, 9000), make([]byte, 0, 9000)}
-	for _, pkt := range pkts {
-		h, err := wire.ParseHeader(pkt)
-		if err != nil {
-			continue
-		}
-		first, next, ok := c.Bounds(h.Session)
-		if !ok {
-			continue
-		}
-		for q := first; q < next && q-first < 1000; q++ {
-			_, _ = c.AppendMessage(nil, h.Session, q)
-		}
-		np, _, err := c.AppendPackets(out, h.Session, first, int(min(uint64(next-first), 1000)), 9000)
-		if err != nil {
-			continue
-		}
-		for _, p := range out[:np] {
-			if _, err := wire.ParsePacket(p); err != nil {
-				t.Fatalf("a packet built from the cache does not parse: %v", err)
-			}
-		}
-	}
 }

@@ -59,27 +59,6 @@
 // 1 MiB), and once the cache has reached its working size, SentPacket and
 // Add allocate nothing.
 //
-// # Packets kept in place
-//
-// A publisher's cache copies every packet it sends: at 1,472-byte packets
-// of 64-byte messages that copy, into memory written a cache-size ago and
-// long gone from the CPU's caches, cost about a fifth of the sending
-// core (a publisher with --retransmit ran at 80% of one without). So the
-// publisher can keep its packets in place instead, the way Aeron's term
-// buffers are both the send buffer and the retransmit source: its ring of
-// packet buffers grows to publisher.Config.RetainBytes (64 MiB), and a
-// packet at least half full goes to RetainPacket, which stores a log
-// entry pointing at the publisher's buffer (chunk extChunk, the packet in
-// ext[g]) and copies nothing. Before the publisher reuses a buffer it
-// calls ReleasePacket, which evicts that packet's entry and every older
-// one (FIFO, as any eviction), under the cache's lock, so no reader can
-// see the buffer change. Emptier packets are copied as before, so a slow
-// feed of small packets does not hold a 1.5 KiB buffer per message.
-// Entries kept in place count against MaxMessages and, with the chunks,
-// MaxBytes (CacheStats.RetainedBytes). The effect, measured in one run of
-// mdbus bench throughput --recovery: a publisher with its cache at 90-94%
-// of one without (was 80-82%).
-//
 // # Holes and incarnations
 //
 // Messages of a session come in sequence order. A sequence below the next

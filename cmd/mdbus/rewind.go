@@ -79,7 +79,7 @@ journals the feed and answers ranges that fell out of the cache from disk.`)
 	defer func() {
 		cs, ss, fs := rw.Cache().Stats(), rw.ServerStats(), rw.FeedStats()
 		env.log.Info("summary", "feed_messages", fs.Messages, "feed_gaps", fs.Gaps, "feed_lost", fs.LostMessages,
-			"cached", cs.Messages, "cached_bytes", cs.Bytes+cs.RetainedBytes, "sessions", cs.Sessions,
+			"cached", cs.Messages, "cached_bytes", cs.Bytes, "sessions", cs.Sessions,
 			"requests", ss.Requests, "answered", ss.Answered, "refused", ss.Refused.Total(),
 			"unicast_packets", ss.UnicastPackets, "multicast_packets", ss.MulticastPackets, "repair_bytes", ss.Bytes())
 	}()

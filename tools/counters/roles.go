@@ -206,7 +206,7 @@ func AttachCache(f *File, name string, c *retransmit.Cache, sessions func() []wi
 	f.Sample(func(time.Time) {
 		st := c.Stats()
 		depth.SetUint(st.Messages)
-		bytes.SetUint(st.Bytes + st.RetainedBytes)
+		bytes.SetUint(st.Bytes)
 		nsess.Set(int64(st.Sessions))
 		ev.SetUint(st.Evicted)
 		if sessions == nil {
