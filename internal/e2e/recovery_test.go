@@ -255,9 +255,11 @@ func TestAcceptanceNAKSuppression(t *testing.T) {
 	require.Greater(t, off, 4.0)
 	if race.Enabled {
 		// A few hundred losses under a 10x slower runtime, where every
-		// wake-up is late: only the ratio is meaningful; the bound is
+		// wake-up is late: only the direction is meaningful (CI once saw
+		// 17.7 against 21.9 there, with other packages' tests on both
+		// cores, where quieter runs give 4-6 against 18-26); the bound is
 		// checked at full size without -race (CI runs both).
-		require.Less(t, on, off/2)
+		require.Less(t, on, off)
 		return
 	}
 	require.LessOrEqual(t, on, 1.5)
