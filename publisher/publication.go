@@ -445,7 +445,7 @@ func (p *Publication) appendLocked(msg []byte) (seq wire.Seq, opened bool) {
 			}
 			r.seal()
 		}
-		if r.free() {
+		if r.room() {
 			r.openPacket(p.s.session, p.next, p.s.PayloadSize, p.s.Linger > 0)
 			opened = true
 			break
@@ -568,7 +568,7 @@ func (p *Publication) takeLocked() (first, n uint64) {
 // were sent, bad of them refused, freeing their buffers. The caller then
 // decides who sends what is pending.
 func (p *Publication) finishLocked(n, bad uint64, err error) {
-	p.ring.done += n
+	p.ring.sent(n)
 	p.role = p.role.finished()
 	p.latchLocked(err)
 	p.st.sendErrors.Add(bad) // after the latch: a reader that sees it sees the error
