@@ -446,7 +446,7 @@ func (p *Publication) appendLocked(msg []byte) (seq wire.Seq, opened bool) {
 			r.seal()
 		}
 		if r.room() {
-			r.openPacket(p.s.session, p.next, p.s.PayloadSize, p.s.Linger > 0)
+			r.openPacket(p.s.session, p.next, p.s.PayloadSize)
 			opened = true
 			break
 		}
@@ -509,6 +509,9 @@ func (p *Publication) kickLocked() {
 // sendInline) with SendInline, or with SendAuto when it sealed whole
 // packets. Otherwise what is pending is handed to the sending goroutine.
 func (p *Publication) dispatchLocked() (first, n uint64, inline bool) {
+	if p.s.Linger > 0 {
+		p.ring.stamp()
+	}
 	switch p.role {
 	case busy, busyBurst:
 		p.role = busyBurst

@@ -80,7 +80,8 @@ type ring struct {
 	pkts                [][]byte // sealed packets: pkts[k%q] is packet k
 	enc                 wire.Encoder
 	open                bool
-	openedAt            monotime.Time // when the open packet got its first message (with Linger)
+	openedAt            monotime.Time // when the open packet was first left waiting (with Linger), once stamped
+	stamped             bool
 	done, taken, sealed uint64
 }
 
@@ -101,17 +102,24 @@ func (r *ring) room() bool { return r.sealed-r.done < r.q }
 // waiting is the number of sealed packets nobody has taken yet.
 func (r *ring) waiting() uint64 { return r.sealed - r.taken }
 
-// openPacket starts packet sealed in its buffer, its first message seq;
-// stamp records when (for Linger).
-func (r *ring) openPacket(s wire.Session, seq wire.Seq, payloadSize int, stamp bool) {
+// openPacket starts packet sealed in its buffer, its first message seq.
+func (r *ring) openPacket(s wire.Session, seq wire.Seq, payloadSize int) {
 	n := len(r.free) - 1 // there is one: sealed-done < q
 	buf := r.free[n]
 	r.free[n] = nil
 	r.free = r.free[:n]
 	r.enc.Reset(buf, s, seq, payloadSize)
-	r.open = true
-	if stamp {
-		r.openedAt = monotime.Now()
+	r.open, r.stamped = true, false
+}
+
+// stamp records when the open packet starts to linger: at the end of the
+// publish call that opened it, when it is left open. A packet sealed in
+// the call that opened it (one large message fills it, or a batch goes
+// on past it) never reads the clock, which at one message per packet was
+// a tenth of the sender's time.
+func (r *ring) stamp() {
+	if r.open && !r.stamped {
+		r.openedAt, r.stamped = monotime.Now(), true
 	}
 }
 
