@@ -152,7 +152,9 @@ type Config struct {
 	// every subscriber) about as much as a full one. A throughput-bound
 	// publisher (a metrics relay, a bulk replay, a benchmark) sets a
 	// Linger of tens of microseconds to a millisecond: packets leave
-	// full, or when the oldest message in them has waited Linger. A full
+	// full, or when the oldest message in them has waited Linger
+	// (counted from the end of the Publish or PublishBatch that left the
+	// packet open, so a batch's own append time does not count). A full
 	// packet, Flush and Close never wait. Linger cannot be combined with
 	// SendInline (which exists for the opposite trade) and is at most
 	// MaxLinger.

@@ -172,7 +172,9 @@
 // keeps latency low, but a publisher only a little ahead of its sender then
 // sends many small packets, and each costs the kernel and every subscriber
 // about as much as a full one. With Config.Linger, a partly filled packet
-// stays open until it fills or its first message has waited Linger; full
+// stays open until it fills or its first message has waited Linger (from
+// the end of the call that left it open: a packet sealed within the call
+// that opened it never reads the clock); full
 // packets, Flush and Close never wait. The sending goroutine's timer is
 // set for the open packet by whoever leaves it open (the publisher, without
 // waking the sending goroutine), and wakes the goroutine only if it fires.
