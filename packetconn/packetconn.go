@@ -38,6 +38,19 @@ type PacketConn interface {
 	Close() error
 }
 
+// TryReader is a PacketConn that can also read without waiting, as the
+// sockets mdbus opens can: TryReadBatch reads what is queued already
+// (0 when nothing is) and may run while another goroutine is blocked in
+// ReadBatch on the same socket. A busy goroutine uses it to pick up
+// datagrams a parked reader would otherwise wait for the OS to be
+// scheduled to read (a subscriber's feed reader takes repairs this way,
+// a publisher's sending goroutine re-requests). A wrapper that does not
+// forward it is simply read by its own reader.
+type TryReader interface {
+	PacketConn
+	TryReadBatch(b *Batch) (int, error)
+}
+
 // Message is one datagram in a Batch.
 type Message struct {
 	// Buf holds the datagram. On receive ReadBatch points it at the

@@ -5,6 +5,7 @@ package sock
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -76,6 +77,14 @@ type connSys struct {
 	wN       int
 	wErr     syscall.Errno
 	gso      gsoState
+
+	// TryReadBatch's state, apart from ReadBatch's: the two may run at
+	// once. tryMu makes concurrent TryReadBatch calls give way.
+	tryMu  sync.Mutex
+	tryFn  func(fd uintptr)
+	tHdrs  []mmsghdr
+	tN     int
+	tErr   syscall.Errno
 }
 
 func open(cfg Config) (*Conn, error) {
@@ -121,6 +130,7 @@ func (c *Conn) setup(cfg Config) error {
 	}
 	c.sys.rc = rc
 	c.sys.readFn = c.recvmmsg
+	c.sys.tryFn = c.tryRecvmmsg
 	c.sys.busyPoll = cfg.BusyPoll
 	c.sys.writeFn = c.sendmmsg
 	if c.v6 {
@@ -222,6 +232,55 @@ func (c *Conn) ReadBatch(b *Batch) (int, error) {
 	if c.sys.gro != nil {
 		return c.readGRO(b)
 	}
+	s := prepareRead(b)
+	c.sys.rHdrs = s.hdrs
+	if err := c.sys.rc.Read(c.sys.readFn); err != nil {
+		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: err}
+	}
+	if c.sys.rErr != 0 {
+		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: c.sys.rErr}
+	}
+	return finishRead(b, s, c.sys.rN), nil
+}
+
+// TryReadBatch is ReadBatch without the wait: one non-blocking recvmmsg
+// of what is queued already, 0 when nothing is. It may run while another
+// goroutine is blocked in ReadBatch on the same Conn (it does not take
+// the read lock that goroutine holds while parked), which lets a busy
+// goroutine pick up a socket's datagrams without waiting for the parked
+// one to be scheduled; a concurrent TryReadBatch returns 0 at once. On a
+// UDP_GRO Conn it returns errors.ErrUnsupported. It does not allocate.
+func (c *Conn) TryReadBatch(b *Batch) (int, error) {
+	if c.sys.gro != nil {
+		return 0, fmt.Errorf("sock: TryReadBatch on a UDP_GRO socket: %w", errors.ErrUnsupported)
+	}
+	if !c.sys.tryMu.TryLock() {
+		return 0, nil
+	}
+	defer c.sys.tryMu.Unlock()
+	s := prepareRead(b)
+	c.sys.tHdrs = s.hdrs
+	if err := c.sys.rc.Control(c.sys.tryFn); err != nil {
+		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: err}
+	}
+	switch c.sys.tErr {
+	case 0:
+		return finishRead(b, s, c.sys.tN), nil
+	case unix.EAGAIN, unix.EINTR:
+		return 0, nil
+	}
+	return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: c.sys.tErr}
+}
+
+// tryRecvmmsg is TryReadBatch's RawConn.Control callback.
+func (c *Conn) tryRecvmmsg(fd uintptr) {
+	h := c.sys.tHdrs
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&h[0])), uintptr(len(h)), unix.MSG_DONTWAIT, 0, 0)
+	c.sys.tN, c.sys.tErr = int(n), e
+}
+
+// prepareRead points b's message headers at its buffers for a recvmmsg.
+func prepareRead(b *Batch) *batchSys {
 	s := sysOf(b)
 	for i := range b.Msgs {
 		buf := b.Buffer(i)
@@ -235,14 +294,12 @@ func (c *Conn) ReadBatch(b *Batch) (int, error) {
 			Controllen: oobSize,
 		}}
 	}
-	c.sys.rHdrs = s.hdrs
-	if err := c.sys.rc.Read(c.sys.readFn); err != nil {
-		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: err}
-	}
-	if c.sys.rErr != 0 {
-		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Err: c.sys.rErr}
-	}
-	n := c.sys.rN
+	return s
+}
+
+// finishRead fills b.Msgs[:n] from the headers a recvmmsg filled and
+// returns n.
+func finishRead(b *Batch, s *batchSys, n int) int {
 	for i := range n {
 		h := &s.hdrs[i]
 		m := &b.Msgs[i]
@@ -252,7 +309,7 @@ func (c *Conn) ReadBatch(b *Batch) (int, error) {
 		m.Dst, m.IfIndex, m.KernelTime = netip.Addr{}, 0, 0
 		parseOOB(s.oob[i*oobSize:i*oobSize+int(h.hdr.Controllen)], m, b)
 	}
-	return n, nil
+	return n
 }
 
 // recvmmsg is the RawConn read callback: false means "nothing yet, park

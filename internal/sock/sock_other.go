@@ -29,6 +29,9 @@ func (c *Conn) setDeadline(time.Time) {}
 // ReadBatch fails: Open never returns a Conn here.
 func (c *Conn) ReadBatch(*Batch) (int, error) { return 0, ErrUnsupported }
 
+// TryReadBatch fails: Open never returns a Conn here.
+func (c *Conn) TryReadBatch(*Batch) (int, error) { return 0, ErrUnsupported }
+
 // WriteBatch fails: Open never returns a Conn here.
 func (c *Conn) WriteBatch(*Batch, int) (int, error) { return 0, ErrUnsupported }
 
