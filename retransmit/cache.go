@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mdbus/mdbus/wire"
 )
@@ -328,6 +329,12 @@ type Cache struct {
 	maxSpan   uint64 // bound on span: holes cost index memory, so they count against MaxMessages
 
 	st CacheStats
+
+	// The servers SentPacket polls (Server.poll), copied on write under
+	// pollMu; sent counts packets between polls.
+	pollMu  sync.Mutex
+	pollers atomic.Pointer[[]*Server]
+	sent    atomic.Uint32
 }
 
 // NewCache returns an empty Cache bounded by cfg. It allocates no message
@@ -357,8 +364,63 @@ func NewCache(cfg CacheConfig) *Cache {
 // is stored, so they are never served as the new one's. Sequences above
 // the next one are a jump, as in Add. Its cost is constant per message: at
 // most one byte chunk, log block and index block allocated while the cache
-// grows, nothing once it has reached its working size.
+// grows, nothing once it has reached its working size. Every 8th packet,
+// while re-requests come, it also answers those queued at the servers the
+// cache is a Source of (see "Who reads the requests" in the package
+// documentation).
 func (c *Cache) SentPacket(pkt []byte) {
+	c.sentPacket(pkt)
+	if ps := c.pollers.Load(); ps != nil && c.sent.Add(1)%pollEvery == 0 {
+		for _, s := range *ps {
+			s.poll()
+		}
+	}
+}
+
+// pollEvery is how many packets SentPacket takes between polls of the
+// request sockets of the servers that serve the cache (Server.poll).
+const pollEvery = 8
+
+// pollSource is a Source that polls the servers serving it (Cache).
+type pollSource interface {
+	addPoller(s *Server)
+	removePoller(s *Server)
+}
+
+// addPoller makes SentPacket poll s every pollEvery packets.
+func (c *Cache) addPoller(s *Server) {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	var ps []*Server
+	if old := c.pollers.Load(); old != nil {
+		ps = append(ps, *old...)
+	}
+	ps = append(ps, s)
+	c.pollers.Store(&ps)
+}
+
+// removePoller undoes addPoller.
+func (c *Cache) removePoller(s *Server) {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	old := c.pollers.Load()
+	if old == nil {
+		return
+	}
+	var ps []*Server
+	for _, p := range *old {
+		if p != s {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		c.pollers.Store(nil)
+		return
+	}
+	c.pollers.Store(&ps)
+}
+
+func (c *Cache) sentPacket(pkt []byte) {
 	p, err := wire.ParsePacket(pkt)
 	if err != nil {
 		c.mu.Lock()

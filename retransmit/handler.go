@@ -63,10 +63,10 @@ func (r Reason) String() string {
 	return reasonNames[r]
 }
 
-// counters are the Server's statistics, written by its goroutine and read
-// by Stats.
+// counters are the Server's statistics, written by its goroutine (or
+// poll, under the same lock) and read by Stats.
 type counters struct {
-	requests, answered, capped, partial          atomic.Uint64
+	requests, answered, capped, partial, polled  atomic.Uint64
 	coalesced, deferred, deferredAhead           atomic.Uint64
 	deferredAnswered                             atomic.Uint64
 	confirms, confirmBytes, groupSize, feedRate  atomic.Uint64

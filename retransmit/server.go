@@ -31,6 +31,7 @@ const (
 
 	readBatchLen  = 64 // requests per recvmmsg
 	readBufLen    = 64 // bytes per request buffer: larger datagrams are truncated and refused
+	pollBatchLen  = 4  // requests per non-blocking read in poll: the sending goroutine's share stays small
 	sendBatchLen  = 64 // packets per sendmmsg
 	coalesceSlots = 4096
 )
@@ -283,6 +284,14 @@ type Server struct {
 	mconn   sock.PacketConn // nil without a repair group
 	addr    netip.AddrPort
 	h       *handler
+	sources []Source
+	// hmu guards h and wake between the serving goroutine and poll.
+	hmu  sync.Mutex
+	wake monotime.Time // when held-back requests are looked at again; 0: none held
+	// pb is poll's batch; lastReq when a request was last read
+	// (monotime), for poll's "only while requests come" test.
+	pb      *sock.Batch
+	lastReq atomic.Int64
 	st      counters
 	log     *slog.Logger
 	quit    chan struct{}
@@ -305,7 +314,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("retransmit: request socket: %w", err)
 	}
-	s := &Server{conn: uc, addr: sock.Unmap(uc.LocalAddr()), log: cfg.Logger,
+	s := &Server{conn: uc, addr: sock.Unmap(uc.LocalAddr()), log: cfg.Logger, sources: cfg.Sources,
 		quit: make(chan struct{}), done: make(chan struct{})}
 	if cfg.RepairGroup.IsValid() {
 		ifi, err := net.InterfaceByName(cfg.Interface)
@@ -331,6 +340,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 	}
 	s.h = newHandler(cfg, s.conn, s.mconn, &s.st, s.sendError)
+	s.pb = sock.NewBatch(pollBatchLen, readBufLen)
+	for _, src := range cfg.Sources {
+		if p, ok := src.(pollSource); ok {
+			p.addPoller(s)
+		}
+	}
 	s.log.Info("retransmit: serving re-requests", "listen", s.addr, "repair_group", cfg.RepairGroup,
 		"max_per_request", cfg.MaxPerRequest, "rate_bytes", cfg.RateBytes, "requester_rate_bytes", cfg.RequesterRateBytes)
 	go s.serve()
@@ -344,7 +359,6 @@ func (s *Server) serve() {
 	defer close(s.done)
 	rb := sock.NewBatch(readBatchLen, readBufLen)
 	backoff := time.Millisecond
-	var wake monotime.Time // when held-back requests are looked at again; 0: none held
 	for {
 		n, err := s.conn.ReadBatch(rb)
 		if err != nil {
@@ -354,7 +368,9 @@ func (s *Server) serve() {
 			default:
 			}
 			if sock.IsTimeout(err) {
-				wake = s.later(monotime.Now(), wake)
+				s.hmu.Lock()
+				s.wake = s.later(monotime.Now(), s.wake)
+				s.hmu.Unlock()
 				continue
 			}
 			if errors.Is(err, net.ErrClosed) {
@@ -376,15 +392,53 @@ func (s *Server) serve() {
 			continue
 		}
 		backoff = time.Millisecond
-		now := monotime.Now()
-		s.h.tick(now)
-		for i := range n {
-			m := &rb.Msgs[i]
-			s.h.handle(now, m.Buf, m.Truncated, m.Addr)
-		}
-		wake = s.later(now, wake)
+		s.hmu.Lock()
+		s.handleBatch(rb, n)
+		s.hmu.Unlock()
 		s.st.kernelDrops.Store(uint64(rb.Drops))
 	}
+}
+
+// handleBatch answers the requests b.Msgs[:n]. s.hmu must be held.
+func (s *Server) handleBatch(b *sock.Batch, n int) {
+	now := monotime.Now()
+	s.lastReq.Store(int64(now))
+	s.h.tick(now)
+	for i := range n {
+		m := &b.Msgs[i]
+		s.h.handle(now, m.Buf, m.Truncated, m.Addr)
+	}
+	s.wake = s.later(now, s.wake)
+}
+
+// pollActive is how long after the last request poll keeps reading: a
+// feed without loss pays nothing for it.
+const pollActive = 100 * time.Millisecond
+
+// poll answers up to pollBatchLen requests queued on the request socket,
+// without waiting for them, from the calling goroutine: a Cache the
+// server serves calls it from its feeder's goroutine (the publisher's
+// sending goroutine) every pollEvery packets. See "Who reads the
+// requests" in the package documentation. It does nothing unless a
+// request came within pollActive, and returns at once when the serving
+// goroutine is handling a batch or the socket cannot be read without
+// waiting (a Wrap that does not forward TryReadBatch). It does not
+// allocate.
+func (s *Server) poll() {
+	if now := monotime.Now(); now.Sub(monotime.Time(s.lastReq.Load())) > pollActive || s.closed.Load() {
+		return
+	}
+	tr, ok := s.conn.(packetconn.TryReader)
+	if !ok || !s.hmu.TryLock() {
+		return
+	}
+	defer s.hmu.Unlock()
+	n, err := tr.TryReadBatch(s.pb)
+	if err != nil || n == 0 {
+		return // the serving goroutine's read sees a socket error and reports it
+	}
+	s.st.polled.Add(uint64(n))
+	s.handleBatch(s.pb, n)
 }
 
 // later answers the held-back requests that can be paid for now, sends
@@ -440,6 +494,11 @@ func (s *Server) Close() error {
 		return ErrClosed
 	}
 	close(s.quit)
+	for _, src := range s.sources {
+		if p, ok := src.(pollSource); ok {
+			p.removePoller(s)
+		}
+	}
 	err := s.conn.Close()
 	if s.mconn != nil {
 		err = errors.Join(err, s.mconn.Close())
@@ -506,6 +565,10 @@ func (r RefusedStats) Total() uint64 {
 type ServerStats struct {
 	// Requests is the number of datagrams received on the request socket.
 	Requests uint64
+	// Polled counts the requests of Requests that a sending goroutine read
+	// between its sends, before the server's own goroutine could (see
+	// "Who reads the requests" in the package documentation).
+	Polled uint64
 	// Answered is the number of requests answered with at least one packet.
 	Answered uint64
 	// Capped counts requests for more than MaxPerRequest messages (answered
@@ -568,6 +631,7 @@ func (c *counters) snapshot() ServerStats {
 	r := func(x Reason) uint64 { return c.refused[x].Load() }
 	return ServerStats{
 		Requests:         c.requests.Load(),
+		Polled:           c.polled.Load(),
 		Answered:         c.answered.Load(),
 		Capped:           c.capped.Load(),
 		Partial:          c.partial.Load(),
