@@ -73,6 +73,16 @@ type Sink interface {
 	SentPacket(pkt []byte)
 }
 
+// AfterSendSink is a Sink that is also told, on the same goroutine, each
+// time a batch of the packets it was offered has been handed to the
+// kernel: work that must not delay those packets goes there (a
+// retransmit.Cache answers the re-requests queued at its servers).
+// AfterSend has the same rules as SentPacket.
+type AfterSendSink interface {
+	Sink
+	AfterSend()
+}
+
 // Config describes a Publication. Group is required.
 //
 // One rule for the values of every field: the zero value means the

@@ -22,11 +22,12 @@ import (
 // All methods are safe for concurrent use. Publish and PublishBatch copy the
 // message bytes before they return.
 type Publication struct {
-	s     settings
-	conn  sock.PacketConn
-	raw   *sock.Conn // the socket under any Wrap, for its GSO counters
-	local netip.AddrPort
-	log   *slog.Logger
+	s         settings
+	afterSend []AfterSendSink // the Sinks that are AfterSendSinks
+	conn      sock.PacketConn
+	raw       *sock.Conn // the socket under any Wrap, for its GSO counters
+	local     netip.AddrPort
+	log       *slog.Logger
 
 	// turn orders publishers: a Publish or PublishBatch holds it while it
 	// waits for the rate limit or a free buffer and while it appends, so
@@ -166,6 +167,11 @@ func New(cfg Config) (*Publication, error) {
 	}
 	p.timer.Stop()
 	p.space.L = &p.mu
+	for _, sk := range s.Sinks {
+		if a, ok := sk.(AfterSendSink); ok {
+			p.afterSend = append(p.afterSend, a)
+		}
+	}
 	for i := range p.batch.Msgs {
 		p.batch.Msgs[i].Addr = s.group
 	}
@@ -659,6 +665,9 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 	p.st.bytes.Add(size - badBytes)
 	p.st.packets.Add(n - bad)
 	p.lastSend.Store(int64(monotime.Now()))
+	for _, s := range p.afterSend {
+		s.AfterSend()
+	}
 	return bad, firstErr
 }
 

@@ -364,16 +364,26 @@ func NewCache(cfg CacheConfig) *Cache {
 // is stored, so they are never served as the new one's. Sequences above
 // the next one are a jump, as in Add. Its cost is constant per message: at
 // most one byte chunk, log block and index block allocated while the cache
-// grows, nothing once it has reached its working size. Every 8th packet,
-// while re-requests come, it also answers those queued at the servers the
-// cache is a Source of (see "Who reads the requests" in the package
-// documentation).
+// grows, nothing once it has reached its working size.
 func (c *Cache) SentPacket(pkt []byte) {
 	c.sentPacket(pkt)
-	if ps := c.pollers.Load(); ps != nil && c.sent.Add(1)%pollEvery == 0 {
-		for _, s := range *ps {
-			s.poll()
-		}
+	c.sent.Add(1)
+}
+
+// AfterSend is told by a publisher (publisher.AfterSendSink) that the
+// packets it offered were handed to the kernel. Once at least pollEvery
+// packets came since the last poll, while re-requests come, it answers
+// those queued at the servers the cache is a Source of, on the
+// publisher's goroutine (see "Who reads the requests" in the package
+// documentation); after the send, so the packets never wait for it.
+func (c *Cache) AfterSend() {
+	ps := c.pollers.Load()
+	if ps == nil || c.sent.Load() < pollEvery {
+		return
+	}
+	c.sent.Store(0)
+	for _, s := range *ps {
+		s.poll()
 	}
 }
 

@@ -191,10 +191,12 @@
 // 6M msgs/s, a NAK took 0.5 ms to be answered at the median and 3 ms at
 // the 90th percentile, while the subscriber held every packet behind its
 // gap. So, as Aeron's sender polls its control channel for NAKs between
-// sends, a Cache's SentPacket, which runs on the publisher's sending
-// goroutine, reads every 8th packet whatever requests are queued on the
-// request socket of each server it serves, without waiting
-// (packetconn.TryReader), and answers them there (ServerStats.Polled).
+// sends, a Cache that a publisher feeds reads, after each send of at
+// least 8 packets since it last looked (Cache.AfterSend, on the
+// publisher's sending goroutine, once the packets are in the kernel),
+// whatever requests are queued on the request socket of each server it
+// serves, without waiting (packetconn.TryReader), and answers them there
+// (ServerStats.Polled).
 // Only while requests come (one within the last 100 ms: a feed without
 // loss pays nothing), at most 4 requests a time, and never while the
 // server's goroutine is answering a batch; every bound below (buckets,

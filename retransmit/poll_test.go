@@ -36,7 +36,7 @@ func (c *stallConn) Close() error {
 }
 
 // TestCachePollsServer: a request the server's goroutine does not read is
-// answered from the goroutine that feeds the cache, at its next packets,
+// answered from the goroutine that feeds the cache, after its next sends,
 // once a request came within pollActive; a feed with no requests does not
 // read the socket; after Close the cache no longer polls the server.
 func TestCachePollsServer(t *testing.T) {
@@ -62,6 +62,7 @@ func TestCachePollsServer(t *testing.T) {
 			enc.Reset(nil, other, next, 1472)
 			require.NoError(t, enc.Add([]byte("m")))
 			c.SentPacket(enc.Bytes())
+			c.AfterSend()
 			next++
 		}
 	}

@@ -19,6 +19,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A publisher tells a retransmit cache when its packets are in the kernel,
+// so that the cache answers queued re-requests then (retransmit, "Who
+// reads the requests").
+var _ publisher.AfterSendSink = (*retransmit.Cache)(nil)
+
 // scale returns full, or small under -race or -short.
 func scale(full, small int) int {
 	if race.Enabled || testing.Short() {
