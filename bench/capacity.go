@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -244,6 +245,10 @@ type CapacityResult struct {
 	Subscribers int     `json:"subscribers"`
 	Processes   bool    `json:"processes"`
 	Loss        float64 `json:"loss,omitempty"` // fraction dropped at each subscriber (CapacityCase.Loss)
+	// Interleaved reports that the cell was searched together with the
+	// other cells of its shape, their probes alternating
+	// (CapacityInterleaved).
+	Interleaved bool `json:"interleaved,omitempty"`
 	// Capacity is the highest offered rate (messages/s) that every
 	// subscriber received whole for the probe's duration: zero kernel
 	// drops, zero lost, every message delivered. 0: none found.
@@ -303,6 +308,17 @@ func lossless(r ThroughputRun, secs float64) Probe {
 // The probes are ordinary throughput runs (without latency sampling),
 // listed in the result rather than among the report's throughput runs.
 func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, error) {
+	res, err := b.capacity(ctx, c, nil, 0)
+	b.rep.Capacity = append(b.rep.Capacity, res)
+	return res, err
+}
+
+// capacity is Capacity without adding to the report. With t, each probe
+// waits for turn i of t (see CapacityInterleaved).
+func (b *Bench) capacity(ctx context.Context, c CapacityCase, t *turns, i int) (CapacityResult, error) {
+	if t != nil {
+		defer t.leave(i)
+	}
 	if c.Subscribers == 0 {
 		c.Subscribers = 1
 	}
@@ -348,6 +364,10 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 		Processes: c.Processes, Duration: c.Probe, Loss: c.Loss, noLatency: true,
 	}
 	probe := func(ctx context.Context, rate float64) (Probe, error) {
+		if t != nil {
+			t.take(i)
+			defer t.give(i)
+		}
 		tc.Rate = rate
 		run, err := b.throughput(ctx, tc)
 		p := lossless(run, c.Probe.Seconds())
@@ -365,7 +385,6 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 		if err != nil {
 			res.Limit, res.Error = LimitError, err.Error()
 			res.Seconds = float64(Now()-t0) / 1e9
-			b.rep.Capacity = append(b.rep.Capacity, res)
 			return res, err
 		}
 		if sc.Max == 0 && p.Sent > 0 {
@@ -409,11 +428,89 @@ func (b *Bench) Capacity(ctx context.Context, c CapacityCase) (CapacityResult, e
 	}
 	res.Error = errString(sr.err)
 	res.Seconds = float64(Now()-t0) / 1e9
-	b.rep.Capacity = append(b.rep.Capacity, res)
 	if ctx.Err() != nil {
 		return res, errors.Join(context.Canceled, sr.err)
 	}
 	return res, sr.err
+}
+
+// CapacityInterleaved searches the cells cs as Capacity does, but
+// together: their probes alternate, one at a time, round robin over the
+// searches still going, so that a machine whose speed drifts during the
+// run (a shared or virtual one can drift by a third within the hour)
+// drifts under all of them alike, and their ratios, a lossy cell against
+// the lossless one, compare like with like. The results go to the report
+// in the order of cs.
+func (b *Bench) CapacityInterleaved(ctx context.Context, cs []CapacityCase) ([]CapacityResult, error) {
+	if len(cs) == 1 {
+		res, err := b.Capacity(ctx, cs[0])
+		return []CapacityResult{res}, err
+	}
+	t := newTurns(len(cs))
+	out := make([]CapacityResult, len(cs))
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { out[i], errs[i] = b.capacity(ctx, c, t, i) })
+	}
+	wg.Wait()
+	for i := range out {
+		out[i].Interleaved = true
+	}
+	b.rep.Capacity = append(b.rep.Capacity, out...)
+	return out, errors.Join(errs...)
+}
+
+// turns lets several searches take their probes in turn: one probe at a
+// time, round robin over the searches that have not left.
+type turns struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	next int    // whose turn it is
+	gone []bool // searches that left
+}
+
+func newTurns(n int) *turns {
+	t := &turns{gone: make([]bool, n)}
+	t.cond.L = &t.mu
+	return t
+}
+
+// take waits for i's turn.
+func (t *turns) take(i int) {
+	t.mu.Lock()
+	for t.next != i {
+		t.cond.Wait()
+	}
+	t.mu.Unlock()
+}
+
+// give passes the turn from i to the next search still going.
+func (t *turns) give(i int) {
+	t.mu.Lock()
+	t.advanceLocked(i)
+	t.mu.Unlock()
+}
+
+// leave marks i gone (its search ended), passing its turn on if it held it.
+func (t *turns) leave(i int) {
+	t.mu.Lock()
+	t.gone[i] = true
+	if t.next == i {
+		t.advanceLocked(i)
+	}
+	t.mu.Unlock()
+}
+
+func (t *turns) advanceLocked(i int) {
+	n := len(t.gone)
+	for k := 1; k <= n; k++ {
+		if j := (i + k) % n; !t.gone[j] {
+			t.next = j
+			break
+		}
+	}
+	t.cond.Broadcast()
 }
 
 // CapacityMatrix is the cells `mdbus bench capacity` searches.

@@ -89,9 +89,33 @@ func (b *Bench) RunLatency(ctx context.Context, cases []LatencyCase) error {
 	return runCases(ctx, cases, b.Latency)
 }
 
-// RunCapacity searches the cells of cases in turn, as RunThroughput does.
+// RunCapacity searches the cells of cases in turn, as RunThroughput does,
+// except that an mdbus cell and the lossy cells of the same shape that
+// follow it (CapacityCases lists them so) are searched together with
+// their probes interleaved (CapacityInterleaved), so that their ratio is
+// measured like for like.
 func (b *Bench) RunCapacity(ctx context.Context, cases []CapacityCase) error {
-	return runCases(ctx, cases, b.Capacity)
+	return runCases(ctx, lossGroups(cases), b.CapacityInterleaved)
+}
+
+// lossGroups groups each lossless cell with the lossy cells of its shape
+// that follow it; every other cell is a group of its own.
+func lossGroups(cases []CapacityCase) [][]CapacityCase {
+	var groups [][]CapacityCase
+	for _, c := range cases {
+		if n := len(groups); n > 0 && c.Loss > 0 && groups[n-1][0].Loss == 0 && sameShape(groups[n-1][0], c) {
+			groups[n-1] = append(groups[n-1], c)
+			continue
+		}
+		groups = append(groups, []CapacityCase{c})
+	}
+	return groups
+}
+
+// sameShape reports whether cells l and c differ in Loss at most.
+func sameShape(l, c CapacityCase) bool {
+	return l.System == c.System && l.Sizes == c.Sizes && l.PayloadSize == c.PayloadSize &&
+		l.Subscribers == c.Subscribers && l.Processes == c.Processes && l.Search == c.Search && l.Probe == c.Probe
 }
 
 func runCases[C, R any](ctx context.Context, cases []C, run func(context.Context, C) (R, error)) error {

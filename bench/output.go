@@ -46,6 +46,10 @@ func ratios(tp []ThroughputRun, lat []LatencyRun, capa []CapacityResult) []Ratio
 		if r, ok := rawGSOCapacity(capa, m); ok && r.BytesPerSec > 0 && m.BytesPerSec > 0 {
 			out = append(out, Ratio{What: "capacity " + m.Name + ": bytes/s vs raw-gso", Mdbus: m.BytesPerSec, Raw: r.BytesPerSec, Ratio: ratio(m.BytesPerSec, r.BytesPerSec)})
 		}
+		if l, ok := losslessCapacity(capa, m); ok && l.Capacity > 0 && m.Capacity > 0 {
+			// Raw is the lossless cell here: the ratio is what loss keeps.
+			out = append(out, Ratio{What: "capacity " + m.Name + ": msgs/s vs lossless", Mdbus: m.Capacity, Raw: l.Capacity, Ratio: ratio(m.Capacity, l.Capacity)})
+		}
 	}
 	for _, m := range tp {
 		if m.System != Mdbus {
@@ -99,6 +103,21 @@ func ratios(tp []ThroughputRun, lat []LatencyRun, capa []CapacityResult) []Ratio
 func rawCapacity(capa []CapacityResult, m CapacityResult) (CapacityResult, bool) {
 	for _, r := range capa {
 		if r.System == Raw && r.Size == m.Size && r.Subscribers == m.Subscribers && r.Processes == m.Processes {
+			return r, true
+		}
+	}
+	return CapacityResult{}, false
+}
+
+// losslessCapacity finds the lossless mdbus result of the same shape as
+// the lossy m (false when m is not lossy).
+func losslessCapacity(capa []CapacityResult, m CapacityResult) (CapacityResult, bool) {
+	if m.System != Mdbus || m.Loss == 0 {
+		return CapacityResult{}, false
+	}
+	for _, r := range capa {
+		if r.System == Mdbus && r.Loss == 0 && r.Size == m.Size && r.PayloadSize == m.PayloadSize &&
+			r.Subscribers == m.Subscribers && r.Processes == m.Processes && r.Probe == m.Probe {
 			return r, true
 		}
 	}
@@ -327,7 +346,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		writeCapacity(&buf, r.Capacity)
 	}
 	if len(r.Ratios) > 0 {
-		fmt.Fprintln(&buf, "\nmdbus / raw UDP, same run (throughput: higher is better; latency: lower is better)")
+		fmt.Fprintln(&buf, "\nmdbus / raw UDP, or / lossless where a line says so, same run (throughput: higher is better; latency: lower is better)")
 		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 		for _, q := range r.Ratios {
 			a, c := count(q.Mdbus), count(q.Raw)
@@ -447,6 +466,9 @@ func writeCapacity(buf *bytes.Buffer, capa []CapacityResult) {
 				continue
 			}
 			trail = append(trail, rateName(p.Rate)+" "+v)
+		}
+		if c.Interleaved {
+			trail = append(trail, "probes taken in turn with the cells of the same shape")
 		}
 		fmt.Fprintf(buf, "probes, %s: %s\n", c.Name, strings.Join(trail, ", "))
 		if c.Error != "" {

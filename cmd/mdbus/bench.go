@@ -43,7 +43,10 @@ Modes:
               run, over --payload-sizes x --size x --sub-counts (default
               1472,8972 x 64,1024 x 1,4; 4 = subscriber processes): a
               free-running probe, an exponential ramp, then bisection to
-              --resolution, at most --max-probes and --budget per cell
+              --resolution, at most --max-probes and --budget per cell;
+              with --with-loss each lossy cell is searched together with
+              its lossless cell, their probes taken in turn, and reported
+              as a ratio to it
   goals       the performance targets, each measured in this run, PASS/FAIL;
               the throughput goals at 8972 and 1472-byte packets (or
               --payload-size), with headroom = capacity / goal from
