@@ -80,11 +80,11 @@ type connSys struct {
 
 	// TryReadBatch's state, apart from ReadBatch's: the two may run at
 	// once. tryMu makes concurrent TryReadBatch calls give way.
-	tryMu  sync.Mutex
-	tryFn  func(fd uintptr)
-	tHdrs  []mmsghdr
-	tN     int
-	tErr   syscall.Errno
+	tryMu sync.Mutex
+	tryFn func(fd uintptr)
+	tHdrs []mmsghdr
+	tN    int
+	tErr  syscall.Errno
 }
 
 func open(cfg Config) (*Conn, error) {
