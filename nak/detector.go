@@ -568,6 +568,37 @@ func (d *LossDetector) GiveUp(lost []Range) []Range {
 	return lost
 }
 
+// GiveUpBelow stops tracking what lies below seq (a range that crosses
+// seq is cut there and keeps its timers above it), appends it to lost as
+// GiveUp does, counts it lost in Stats and returns the extended slice.
+// Use it when the stream moves past ranges that can no longer be
+// repaired while later ones still can (a resync past held packets).
+func (d *LossDetector) GiveUpBelow(seq wire.Seq, lost []Range) []Range {
+	start := len(lost)
+	i := 0
+	for i < len(d.entries) && d.entries[i].from < seq {
+		e := &d.entries[i]
+		to := min(e.to, seq)
+		lost = appendJoined(lost, start, e.from, to, math.MaxUint64)
+		n := uint64(to - e.from)
+		d.st.LostMessages += n
+		if e.doomed {
+			d.doomed -= n
+		} else {
+			d.pending -= n
+		}
+		if e.to > seq {
+			e.from, e.start = seq, false
+			break
+		}
+		i++
+	}
+	d.st.LostRanges += uint64(len(lost) - start)
+	d.entries = slices.Delete(d.entries, 0, i)
+	d.exact = false // due stays a lower bound: entries only went
+	return lost
+}
+
 // Rearm restarts the timing of every tracked range as if it had been
 // reported at now: its first NAK after a fresh delay, its deadline
 // counted from now. A subscriber rearms a stream that could not ask for

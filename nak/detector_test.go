@@ -422,6 +422,35 @@ func TestNextAfterFills(t *testing.T) {
 	require.False(t, ok)
 }
 
+// TestGiveUpBelow: what lies below the sequence is given up and counted
+// lost, a range across it is cut and the part above keeps being asked for,
+// and what lies above is untouched.
+func TestGiveUpBelow(t *testing.T) {
+	d := NewLossDetector(Config{Generator: FixedDelay(ms), MaxPending: 100})
+	d.OnGap(t0, rg(1, 5))
+	d.OnGap(t0, rg(5, 9))
+	d.OnGap(t0.Add(ms), rg(20, 30))
+	d.OnGap(t0, rg(40, 50))
+	lost := d.GiveUpBelow(25, []Range{rg(0, 1)})
+	require.Equal(t, []Range{rg(0, 1), rg(1, 9), rg(20, 25)}, lost)
+	require.Equal(t, []Range{rg(25, 30), rg(40, 50)}, d.AppendMissing(nil))
+	require.EqualValues(t, 15, d.Pending())
+	st := d.Stats()
+	require.EqualValues(t, 2, st.LostRanges)
+	require.EqualValues(t, 8+5, st.LostMessages)
+	requireInvariants(t, d)
+	// The rest is asked for when due: the cut range keeps its timer.
+	reqs, _ := d.Poll(t0.Add(2*ms), nil, nil)
+	require.Equal(t, []Range{rg(25, 30), rg(40, 50)}, reqs)
+
+	require.Empty(t, d.GiveUpBelow(25, nil), "nothing below")
+	require.Equal(t, []Range{rg(25, 30), rg(40, 50)}, d.GiveUpBelow(wire.Seq(1000), nil))
+	require.Zero(t, d.Pending())
+	_, ok := d.Next()
+	require.False(t, ok)
+	requireInvariants(t, d)
+}
+
 func TestGiveUpAndReset(t *testing.T) {
 	d := NewLossDetector(Config{Generator: FixedDelay(ms), MaxPending: 100})
 	d.OnGap(t0, rg(1, 5))

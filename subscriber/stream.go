@@ -256,7 +256,7 @@ func (c *core) overflow(s *stream, now monotime.Time) bool {
 	}
 	r := nak.Range{From: s.next, To: s.held[0].seq}
 	if s.nak != nil {
-		s.nak.OnReceived(now, r) // stop asking for it
+		c.nlost = s.nak.GiveUpBelow(r.To, c.nlost[:0]) // stop asking for it: lost, not filled
 	}
 	c.st.ReorderOverflows++
 	addLost(s, r)
@@ -513,6 +513,11 @@ func (c *core) jumped(s *stream, p wire.Packet, a arrival) bool {
 // confirmed.
 func (c *core) resync(s *stream, seq wire.Seq, now monotime.Time) {
 	if n := len(s.held); n > 0 {
+		if s.nak != nil {
+			// Its gaps are given up here, not by the detector's deadline:
+			// it must stop asking for them too (they lie below the new next).
+			c.nlost = s.nak.GiveUpBelow(s.held[n-1].end, c.nlost[:0])
+		}
 		addLost(s, nak.Range{From: s.next, To: s.held[n-1].end})
 		c.advance(s)
 		if s.stopped {
