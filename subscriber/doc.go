@@ -286,17 +286,6 @@
 // RecoveryHistogram copies (for .hgrm output). RepairAddr tells where the
 // repair socket is bound.
 //
-// While a gap waits (packets held behind it, or a NAK out), each feed
-// reader also reads the repair sockets after its batch, without waiting
-// (packetconn.TryReader), and hands what it finds to the core as their own
-// reader would. The repair reader is parked in the network poller, and a
-// repair that arrives needs the OS to schedule its thread: on a host whose
-// cores are busy with the feed that took 1.4 ms at the 90th percentile,
-// while every packet behind the gap waited. The feed reader is on a CPU
-// already. It costs one non-blocking recvmmsg per batch, only during
-// recovery. A WrapRepair hook that does not forward TryReadBatch turns
-// this off: its socket is read by its own reader only.
-//
 // Backups and failover: with Config.Recovery.Backups, the re-requests go to one
 // retransmitter at a time, the Retransmitter first. When the one asked
 // has sent nothing back for Config.Recovery.Failover (default five NAK.Retry, 50

@@ -5,7 +5,6 @@ import (
 
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
-	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -37,11 +36,6 @@ type reader struct {
 	done chan struct{}
 	// ovfl is the kernel's drop counter as last reported on this socket.
 	ovfl uint32
-	// polls are the repair readers whose sockets this feed reader reads
-	// too, without waiting, after each batch while a gap waits for its
-	// repair (see pollRepairs); pollBatch is its batch for them.
-	polls     []*reader
-	pollBatch *sock.Batch
 }
 
 // readOnce reads one batch and handles it. It blocks until a datagram
@@ -54,43 +48,16 @@ func (r *reader) readOnce() error {
 	}
 	now := monotime.Now()
 	r.c.mu.Lock()
-	r.handleLocked(r.batch, n, now)
-	if len(r.polls) > 0 && r.c.awaitsRepair() {
-		r.pollRepairs()
-	}
+	r.handleLocked(n, now)
 	r.c.mu.Unlock()
 	return nil
 }
 
-// pollRepairs reads the repair sockets without waiting and handles what
-// was queued there, as their own readers would. A repair reader parked in
-// the network poller needs the OS to schedule its thread when a repair
-// arrives; on a host whose cores are busy with the feed (the publisher's
-// and this reader's) that took 1.4 ms at the 90th percentile and 6 ms at
-// the 99th, every millisecond of it holding the packets behind the gap.
-// The feed reader is running already: it takes the repair after its
-// current batch. It costs one non-blocking recvmmsg per batch, and only
-// while a gap waits (core.awaitsRepair). A read error is left to the
-// socket's own reader, which reports it. r.c.mu must be held.
-func (r *reader) pollRepairs() {
-	for _, p := range r.polls {
-		n, err := p.conn.(packetconn.TryReader).TryReadBatch(r.pollBatch)
-		if err != nil || n == 0 {
-			continue
-		}
-		// The kernel's drop count is left to the socket's own reader: the
-		// two reads may be handled out of order, and the count runs on.
-		r.pollBatch.Drops = p.ovfl
-		p.handleLocked(r.pollBatch, n, monotime.Now())
-	}
-}
-
-// handleLocked handles b.Msgs[:n], read from r's socket. r.c.mu must be
-// held.
-func (r *reader) handleLocked(b *sock.Batch, n int, now monotime.Time) {
+// handleLocked handles r.batch.Msgs[:n]. r.c.mu must be held.
+func (r *reader) handleLocked(n int, now monotime.Time) {
 	c := r.c
-	for i := range b.Msgs[:n] {
-		m := &b.Msgs[i]
+	for i := range r.batch.Msgs[:n] {
+		m := &r.batch.Msgs[i]
 		c.st.Datagrams++
 		c.st.FeedDatagrams[r.feed]++
 		src := sock.Unmap(m.Addr)
@@ -113,7 +80,7 @@ func (r *reader) handleLocked(b *sock.Batch, n int, now monotime.Time) {
 		}
 	}
 	// SO_RXQ_OVFL is a running uint32 count; add what it moved by.
-	if d := b.Drops; d != r.ovfl {
+	if d := r.batch.Drops; d != r.ovfl {
 		c.st.KernelDrops += uint64(d - r.ovfl)
 		r.ovfl = d
 	}
