@@ -596,3 +596,27 @@ func TestRandomized(t *testing.T) {
 		})
 	}
 }
+
+// TestForgottenSessionReturnsAsNewIncarnation: a session whose stream was
+// forgotten (superseded by its source's next session, then evicted for
+// room) and that comes back gets a new incarnation, so its messages are
+// never delivered again under the StreamID that delivered them (found by
+// FuzzCore).
+func TestForgottenSessionReturnsAsNewIncarnation(t *testing.T) {
+	h := newHarness(t, Config{Limits: Limits{MaxStreams: 3}})
+	h.feed(srcA, pkt(sessA, 1, 3))
+	for _, s := range []string{"SESSX", "SESSY", "SESSZ"} {
+		h.feed(srcA, pkt(mustSession(s), 1, 1)) // the fourth evicts SESSA
+	}
+	h.feed(srcA, pkt(sessA, 3, 2))
+	var got []delivered
+	for _, m := range h.msgs {
+		if m.id.Session == sessA {
+			got = append(got, m)
+		}
+	}
+	first := StreamID{Source: srcA, Session: sessA, Incarnation: 1}
+	second := first
+	second.Incarnation = 2
+	require.Equal(t, []delivered{{first, 1}, {first, 2}, {first, 3}, {second, 3}, {second, 4}}, got)
+}

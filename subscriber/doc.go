@@ -163,6 +163,11 @@
 //     first (Stats.SuspectRestarts counts the first). The first is
 //     delivered in the new incarnation. Duplicates, even of the first
 //     packet, never start one.
+//   - a session whose stream was forgotten (evicted for room, or idle
+//     past StreamIdleTimeout) sends again: its new stream is the next
+//     incarnation, never the forgotten one's StreamID again, since the
+//     application has seen that one's sequences. The core remembers the
+//     numbers of the last 16 x MaxStreams (at least 1,024) sessions.
 //
 // Only the current incarnation of a session asks for repairs and receives
 // them. The one it replaced gives up what it was still missing (reported

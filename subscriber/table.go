@@ -94,11 +94,12 @@ func (c *core) quiet(s *stream, now monotime.Time) bool {
 // confirmed) or prev is quiet; otherwise prev stays the session's current
 // incarnation until it is.
 func (c *core) start(key streamKey, first wire.Seq, prev *stream, force bool, now monotime.Time) *stream {
-	id := StreamID{Source: key.source, Session: key.session, Incarnation: 1}
+	// A session seen before gets the next number, also when its last
+	// stream was forgotten (see forget): a StreamID is never reused.
+	id := StreamID{Source: key.source, Session: key.session, Incarnation: c.incarnations[key.session] + 1}
 	current, graced := true, false
 	var askFrom monotime.Time
 	if prev != nil {
-		id.Incarnation = c.incarnations[key.session] + 1
 		if force || c.quiet(prev, now) {
 			c.replace(prev)
 			askFrom, graced = now.Add(restartGrace), true
@@ -300,10 +301,35 @@ func (c *core) forget(s *stream) {
 	if c.bySource[s.key.source] == s {
 		delete(c.bySource, s.key.source)
 	}
-	if !slices.ContainsFunc(c.list, func(x *stream) bool { return x.key.session == s.key.session }) {
-		delete(c.incarnations, s.key.session)
+	// The session's incarnation number is kept after its last stream is
+	// forgotten: should the session come back (a superseded session's
+	// late packets, an evicted stream's source), its new stream gets the
+	// next number instead of reusing the forgotten one's StreamID, under
+	// which the application has seen those sequences already. Kept for
+	// the most recent sessions only (incarnationMemory), so that a sender
+	// cycling through sessions costs bounded memory.
+	if len(c.incarnations) > incarnationMemory(c.cfg.maxStreams) {
+		c.trimIncarnations(incarnationMemory(c.cfg.maxStreams))
 	}
 	if c.last == s {
 		c.last = nil
+	}
+}
+
+// incarnationMemory bounds the sessions whose incarnation numbers the core
+// remembers: every live one, and forgotten ones up to 16 per stream slot
+// (at least 1024).
+func incarnationMemory(maxStreams int) int { return max(16*maxStreams, 1024) }
+
+// trimIncarnations forgets the numbers of sessions that have no stream
+// until at most limit are remembered.
+func (c *core) trimIncarnations(limit int) {
+	for k := range c.incarnations {
+		if len(c.incarnations) <= limit {
+			return
+		}
+		if !slices.ContainsFunc(c.list, func(x *stream) bool { return x.key.session == k }) {
+			delete(c.incarnations, k)
+		}
 	}
 }
