@@ -330,8 +330,8 @@ type Cache struct {
 
 	st CacheStats
 
-	// The servers SentPacket polls (Server.poll), copied on write under
-	// pollMu; sent counts packets between polls.
+	// The servers AfterSend polls (Server.poll), copied on write under
+	// pollMu; sent counts the packets since the last poll.
 	pollMu  sync.Mutex
 	pollers atomic.Pointer[[]*Server]
 	sent    atomic.Uint32
@@ -367,7 +367,9 @@ func NewCache(cfg CacheConfig) *Cache {
 // grows, nothing once it has reached its working size.
 func (c *Cache) SentPacket(pkt []byte) {
 	c.sentPacket(pkt)
-	c.sent.Add(1)
+	if c.pollers.Load() != nil {
+		c.sent.Add(1)
+	}
 }
 
 // AfterSend is told by a publisher (publisher.AfterSendSink) that the
@@ -397,7 +399,7 @@ type pollSource interface {
 	removePoller(s *Server)
 }
 
-// addPoller makes SentPacket poll s every pollEvery packets.
+// addPoller makes AfterSend poll s once pollEvery packets came.
 func (c *Cache) addPoller(s *Server) {
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
