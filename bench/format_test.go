@@ -320,7 +320,9 @@ func TestTableMentionsEveryRun(t *testing.T) {
 	r := &Report{
 		Command:     "goals",
 		Interrupted: true,
-		Throughput:  []ThroughputRun{{Name: "mdbus 64B", Subs: []SubResult{{Name: "sub1"}}, Error: "boom\nbang"}},
+		Throughput: []ThroughputRun{{Name: "mdbus 64B", Subs: []SubResult{{Name: "sub1"}}, Error: "boom\nbang"},
+			{Name: "mdbus 64B loss 1%", Loss: 0.01, Recovery: &Percentiles{Count: 15699, P50: 405e3, P99: 10.4e6, Max: 17e6},
+				Subs: []SubResult{{Name: "sub1", Gaps: 15699, NAKs: 15942, Retries: 78, HeldMax: 12172}}}},
 		Latency: []LatencyRun{{Name: "raw rtt", Wire: &Percentiles{}, RecvPath: &Percentiles{}},
 			{Name: strings.Repeat("a long ping-pong run name ", 6), Sent: 1 << 40, Received: 1 << 40, Total: Percentiles{P50: 1 << 50, Max: 1 << 60},
 				ClosedLoop: &ClosedLoop{RoundTripsPerSec: 26974, PingCPU: 0.98, PongCPU: 0.96, PingInline: ptrF(1), PongInline: ptrF(1)}}},
@@ -335,7 +337,8 @@ func TestTableMentionsEveryRun(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteTable(&buf, r))
 	out := buf.String()
-	for _, s := range []string{"INTERRUPTED", "mdbus 64B", "raw rtt", "wire", "pass", "FAIL", "note: n1", "boom; bang"} {
+	for _, s := range []string{"INTERRUPTED", "mdbus 64B", "raw rtt", "wire", "pass", "FAIL", "note: n1", "boom; bang",
+		"gap found to repaired over 15699 gaps: p50 405.0", "sub1: 15,942 re-requests, 78 retries", "12,172 packets held"} {
 		require.Contains(t, out, s)
 	}
 	for _, l := range strings.Split(out, "\n") {

@@ -302,6 +302,12 @@ func WriteTable(w io.Writer, r *Report) error {
 			if t.Recovery != nil {
 				p := t.Recovery
 				fmt.Fprintf(&buf, "  recovery, gap found to repaired over %d gaps: p50 %s, p99 %s, max %s µs\n", p.Count, us(p.P50), us(p.P99), us(p.Max))
+				for _, sr := range t.Subs {
+					if sr.NAKs > 0 {
+						fmt.Fprintf(&buf, "  %s: %s re-requests, %s retries (no answer within the retry interval), %s confirms \"later\", at most %s packets held\n",
+							sr.Name, count(float64(sr.NAKs)), count(float64(sr.Retries)), count(float64(sr.ConfirmsLater)), count(float64(sr.HeldMax)))
+					}
+				}
 			}
 			if t.Error != "" {
 				fmt.Fprintf(&buf, "  error: %s\n", oneLine(t.Error))

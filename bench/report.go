@@ -168,6 +168,14 @@ type SubResult struct {
 	// mdbus).
 	Disorder uint64 `json:"disorder"`
 	Complete bool   `json:"complete"`
+	// NAKs, Retries, ConfirmsLater and HeldMax: an mdbus subscriber's
+	// re-requests sent, those sent again because no answer came within the
+	// retry interval, the confirms that said an answer was held back, and
+	// the most packets it held behind a gap (subscriber.Stats).
+	NAKs          uint64 `json:"naks,omitempty"`
+	Retries       uint64 `json:"retries,omitempty"`
+	ConfirmsLater uint64 `json:"confirms_later,omitempty"`
+	HeldMax       int    `json:"held_max,omitempty"`
 	// Drops counts the datagrams the mdbus subscriber dropped, by reason
 	// (subscriber.DropReason names), when any were.
 	Drops map[string]uint64 `json:"drops,omitempty"`

@@ -246,6 +246,7 @@ func (r *mdbusReceiver) counters(res *SubResult) {
 	// the subscriber's LostMessages).
 	res.Lost = max(r.sink.missing, st.LostMessages)
 	res.Packets = r.cnt.data.Load()
+	res.NAKs, res.Retries, res.ConfirmsLater, res.HeldMax = st.NAKs, st.Retries, st.ConfirmsLater, st.HeldMax
 	for i, n := range st.Drops {
 		if n > 0 {
 			if res.Drops == nil {
