@@ -297,10 +297,24 @@ func (c *core) deliver(s *stream, p wire.Packet, feed Feed) {
 }
 
 // drain delivers held packets that became in order.
+//
+// A held copy is usually cold by the time its gap is repaired (written a
+// repair round trip earlier, often on the other core), and walking its
+// length prefixes is a chain of dependent loads: one cache miss after
+// another. drain touches the packet after the one it parses, one load per
+// cache line with nothing depending on them, so the CPU fetches those
+// lines in parallel while the current packet is delivered.
 func (c *core) drain(s *stream) {
+	ahead := s.heldBytes >= touchAbove
+	if ahead && len(s.held) > 0 && s.held[0].seq <= s.next {
+		c.touched += touch(s.held[0].buf)
+	}
 	k := 0
 	for ; k < len(s.held) && s.held[k].seq <= s.next; k++ {
 		h := &s.held[k]
+		if ahead && k+1 < len(s.held) {
+			c.touched += touch(s.held[k+1].buf)
+		}
 		if h.end <= s.next {
 			n := uint64(h.end - h.seq)
 			s.dups += n
@@ -325,6 +339,24 @@ func (c *core) drain(s *stream) {
 	}
 }
 
+// touchAbove is the held bytes from which drain touches ahead: below it
+// the copies are still in the core's L2 cache (1-2 MiB on a current
+// server), where the hardware prefetcher keeps up and the touches only
+// cost (BenchmarkDrainBacklog: up to 5% slower with 1,024 packets held,
+// 10-15% faster with 8,192).
+const touchAbove = 2 << 20
+
+// touch reads one byte of each cache line of b, independent loads that
+// bring them in together (see drain). The sum only keeps the compiler from
+// dropping the loads.
+func touch(b []byte) byte {
+	var x byte
+	for i := 0; i < len(b); i += 64 {
+		x += b[i]
+	}
+	return x
+}
+
 type holdResult uint8
 
 const (
@@ -337,7 +369,12 @@ const (
 // reorder buffer in sequence order.
 func (c *core) hold(s *stream, p wire.Packet, a arrival) holdResult {
 	seq, end := p.Seq, p.Next()
-	i, _ := slices.BinarySearchFunc(s.held, seq, func(h heldPacket, seq wire.Seq) int { return cmp.Compare(h.seq, seq) })
+	// The live feed lands after the newest held packet: look there before
+	// searching (repairs land near the front).
+	i := len(s.held)
+	if i > 0 && s.held[i-1].seq >= seq {
+		i, _ = slices.BinarySearchFunc(s.held, seq, func(h heldPacket, seq wire.Seq) int { return cmp.Compare(h.seq, seq) })
+	}
 	// Covered by the held packet that starts at or before it?
 	if i < len(s.held) && s.held[i].seq == seq && s.held[i].end >= end ||
 		i > 0 && s.held[i-1].end >= end {
