@@ -301,9 +301,10 @@ func (c *core) deliver(s *stream, p wire.Packet, feed Feed) {
 // A held copy is usually cold by the time its gap is repaired (written a
 // repair round trip earlier, often on the other core), and walking its
 // length prefixes is a chain of dependent loads: one cache miss after
-// another. drain touches the packet after the one it parses, one load per
-// cache line with nothing depending on them, so the CPU fetches those
-// lines in parallel while the current packet is delivered.
+// another. Once touchAbove bytes are held, drain touches the packet after
+// the one it parses, one load per cache line with nothing depending on
+// them, so the CPU fetches those lines in parallel while the current
+// packet is delivered.
 func (c *core) drain(s *stream) {
 	ahead := s.heldBytes >= touchAbove
 	if ahead && len(s.held) > 0 && s.held[0].seq <= s.next {
