@@ -109,13 +109,17 @@ type core struct {
 	bySource  map[netip.AddrPort]*stream // the latest stream of each source
 	// incarnations is the last incarnation number given to each session.
 	incarnations map[wire.Session]uint32
-	list         []*stream // the streams in order of creation (stable iteration)
-	last         *stream   // one-entry lookup cache
-	free         [][]byte  // reorder slot buffers not in use
-	freeB        int       // their capacity in bytes, kept at most freeLimit
-	touched      byte      // drain's touch sum, kept so the compiler keeps its loads
-	st           Stats
-	created      uint64 // streams created, for detector seeds
+	// forgotten queues the sessions whose last stream was forgotten, from
+	// forgottenHead on, oldest first (rememberForgotten).
+	forgotten     []forgottenNum
+	forgottenHead int
+	list          []*stream // the streams in order of creation (stable iteration)
+	last          *stream   // one-entry lookup cache
+	free          [][]byte  // reorder slot buffers not in use
+	freeB         int       // their capacity in bytes, kept at most freeLimit
+	touched       byte      // drain's touch sum, kept so the compiler keeps its loads
+	st            Stats
+	created       uint64 // streams created, for detector seeds
 
 	// Recovery (see recovery.go).
 	backoff *nak.GroupBackoff       // shared by the detectors (cfg.backoff); nil otherwise

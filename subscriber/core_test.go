@@ -620,3 +620,29 @@ func TestForgottenSessionReturnsAsNewIncarnation(t *testing.T) {
 	second.Incarnation = 2
 	require.Equal(t, []delivered{{first, 1}, {first, 2}, {first, 3}, {second, 3}, {second, 4}}, got)
 }
+
+// TestIncarnationMemoryKeepsTheLastForgotten: a sender cycling through
+// sessions leaves at most incarnationMemory forgotten sessions' numbers
+// behind; the session forgotten last still comes back as a new
+// incarnation, the one forgotten longest ago starts over at 1.
+func TestIncarnationMemoryKeepsTheLastForgotten(t *testing.T) {
+	const maxStreams = 2
+	h := newHarness(t, Config{Limits: Limits{MaxStreams: maxStreams}})
+	limit := incarnationMemory(maxStreams)
+	n := limit + 100
+	name := func(i int) wire.Session { return mustSession(fmt.Sprintf("S%09d", i)) }
+	for i := range n {
+		// Each session supersedes the one before, and evicts the one
+		// before that.
+		h.feed(srcA, pkt(name(i), 1, 1))
+		require.LessOrEqual(t, len(h.c.incarnations), limit+maxStreams)
+		require.LessOrEqual(t, len(h.c.forgotten), 2*limit+1)
+	}
+	require.EqualValues(t, n-maxStreams, h.c.st.StreamsEvicted)
+	require.Equal(t, limit+maxStreams, len(h.c.incarnations))
+	h.feed(srcA, pkt(name(n-3), 2, 1)) // forgotten last
+	h.feed(srcA, pkt(name(0), 2, 1))   // forgotten first: its number is gone
+	last := h.msgs[len(h.msgs)-2:]
+	require.Equal(t, StreamID{Source: srcA, Session: name(n - 3), Incarnation: 2}, last[0].id)
+	require.Equal(t, StreamID{Source: srcA, Session: name(0), Incarnation: 1}, last[1].id)
+}

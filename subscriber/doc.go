@@ -167,7 +167,8 @@
 //     past StreamIdleTimeout) sends again: its new stream is the next
 //     incarnation, never the forgotten one's StreamID again, since the
 //     application has seen that one's sequences. The core remembers the
-//     numbers of the last 16 x MaxStreams (at least 1,024) sessions.
+//     numbers of the 16 x MaxStreams (at least 1,024) sessions forgotten
+//     last; one forgotten longer ago starts over at incarnation 1.
 //
 // Only the current incarnation of a session asks for repairs and receives
 // them. The one it replaced gives up what it was still missing (reported

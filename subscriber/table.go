@@ -306,30 +306,45 @@ func (c *core) forget(s *stream) {
 	// late packets, an evicted stream's source), its new stream gets the
 	// next number instead of reusing the forgotten one's StreamID, under
 	// which the application has seen those sequences already. Kept for
-	// the most recent sessions only (incarnationMemory), so that a sender
-	// cycling through sessions costs bounded memory.
-	if len(c.incarnations) > incarnationMemory(c.cfg.maxStreams) {
-		c.trimIncarnations(incarnationMemory(c.cfg.maxStreams))
+	// the sessions forgotten last only (incarnationMemory of them), so
+	// that a sender cycling through sessions costs bounded memory.
+	if !slices.ContainsFunc(c.list, func(x *stream) bool { return x.key.session == s.key.session }) {
+		c.rememberForgotten(s.key.session)
 	}
 	if c.last == s {
 		c.last = nil
 	}
 }
 
-// incarnationMemory bounds the sessions whose incarnation numbers the core
-// remembers: every live one, and forgotten ones up to 16 per stream slot
-// (at least 1024).
+// incarnationMemory is how many forgotten sessions keep their incarnation
+// numbers: 16 per stream slot, at least 1024.
 func incarnationMemory(maxStreams int) int { return max(16*maxStreams, 1024) }
 
-// trimIncarnations forgets the numbers of sessions that have no stream
-// until at most limit are remembered.
-func (c *core) trimIncarnations(limit int) {
-	for k := range c.incarnations {
-		if len(c.incarnations) <= limit {
-			return
-		}
-		if !slices.ContainsFunc(c.list, func(x *stream) bool { return x.key.session == k }) {
-			delete(c.incarnations, k)
-		}
+// forgottenNum is a session whose last stream was forgotten, and the
+// incarnation number it had then.
+type forgottenNum struct {
+	session wire.Session
+	n       uint32
+}
+
+// rememberForgotten queues session, whose last stream was just forgotten,
+// and drops the number of the session forgotten longest ago once more
+// than incarnationMemory are queued, unless that session has come back
+// since (its number moved on). So c.incarnations holds the live sessions
+// and at most incarnationMemory forgotten ones.
+func (c *core) rememberForgotten(session wire.Session) {
+	c.forgotten = append(c.forgotten, forgottenNum{session, c.incarnations[session]})
+	if len(c.forgotten)-c.forgottenHead <= incarnationMemory(c.cfg.maxStreams) {
+		return
+	}
+	old := c.forgotten[c.forgottenHead]
+	c.forgotten[c.forgottenHead] = forgottenNum{}
+	c.forgottenHead++
+	if n, ok := c.incarnations[old.session]; ok && n == old.n {
+		delete(c.incarnations, old.session)
+	}
+	if c.forgottenHead >= len(c.forgotten)/2 { // amortised O(1) per forget
+		c.forgotten = slices.Delete(c.forgotten, 0, c.forgottenHead)
+		c.forgottenHead = 0
 	}
 }
