@@ -163,9 +163,13 @@
 //     packet, as a MoldUDP64 server's, plus one 30-byte confirm (at most
 //     about 76 bytes out per byte in), and a requester asks for a long gap
 //     as several one-packet requests;
-//   - one source address (IPv6: one /64) receives at most Rr×(T+Burst), Rr the larger of RequesterRateBytes and twice the feed's rate,
-//     bytes in T (unless its bucket is evicted from the table by more
-//     than MaxRequesters other sources, which the global bucket bounds);
+//   - one source address (IPv6: one /64) receives at most Rr×(T+Burst)
+//     bytes of repairs in T, Rr the larger of RequesterRateBytes and twice
+//     the feed's rate (unless its bucket is evicted from the table by more
+//     than MaxRequesters other sources, which the global bucket bounds),
+//     plus at most one 30-byte confirm per request sent from it: confirms
+//     are paid from the global bucket only, so that a requester whose own
+//     bucket is dry still learns to wait rather than ask again;
 //   - the whole server sends at most R×(T+Burst) bytes in T, confirms
 //     included, where R is RateBytes or 4 times the feed's rate, whichever
 //     is larger;

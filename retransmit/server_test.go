@@ -441,6 +441,22 @@ type countingConn struct {
 	bytes   uint64
 	packets uint64
 	perAddr map[netip.Addr]uint64
+	// confirms counts, per address, the bytes of confirms (wire.Confirm)
+	// among perAddr's: they are paid from the global bucket only.
+	confirms map[netip.Addr]uint64
+}
+
+func (c *countingConn) count(p []byte, to netip.Addr) {
+	l := uint64(len(p))
+	c.bytes += l
+	c.packets++
+	c.perAddr[to] += l
+	if wire.IsConfirm(p) {
+		if c.confirms == nil {
+			c.confirms = map[netip.Addr]uint64{}
+		}
+		c.confirms[to] += l
+	}
 }
 
 func (c *countingConn) WriteBatch(b *sock.Batch, n int) (int, error) {
@@ -448,10 +464,7 @@ func (c *countingConn) WriteBatch(b *sock.Batch, n int) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range k {
-		l := uint64(len(b.Msgs[i].Buf))
-		c.bytes += l
-		c.packets++
-		c.perAddr[b.Msgs[i].Addr.Addr()] += l
+		c.count(b.Msgs[i].Buf, b.Msgs[i].Addr.Addr())
 	}
 	return k, err
 }
@@ -460,9 +473,7 @@ func (c *countingConn) WriteTo(p []byte, to netip.AddrPort) error {
 	err := c.PacketConn.WriteTo(p, to)
 	if err == nil {
 		c.mu.Lock()
-		c.bytes += uint64(len(p))
-		c.packets++
-		c.perAddr[to.Addr()] += uint64(len(p))
+		c.count(p, to.Addr())
 		c.mu.Unlock()
 	}
 	return err
@@ -544,6 +555,7 @@ func TestServerFlood(t *testing.T) {
 		}
 	}
 	batch := sock.NewBatch(64, 0)
+	asked := map[netip.Addr]int{} // requests sent, per source address
 	for sent := 0; sent < total; {
 		conn := attackers[rng.IntN(len(attackers))]
 		n := min(len(batch.Msgs), total-sent)
@@ -554,6 +566,7 @@ func TestServerFlood(t *testing.T) {
 		k, err := conn.WriteBatch(batch, n)
 		require.NoError(t, err)
 		sent += k
+		asked[conn.LocalAddr().Addr()] += k
 	}
 	floodSent := time.Since(t0)
 
@@ -568,6 +581,7 @@ func TestServerFlood(t *testing.T) {
 		}
 	}
 	requireMessages(t, answer{msgs: got}, 7000, 7020, msgSize)
+	asked[netip.MustParseAddr("127.0.0.200")] += tries
 	legitDone := time.Since(t0)
 
 	// Let the backlog drain (no request read for 100 ms, bounded by 5 s),
@@ -585,11 +599,14 @@ func TestServerFlood(t *testing.T) {
 	st := srv.Stats()
 
 	var sentBytes uint64
-	perAddr := map[netip.Addr]uint64{}
+	perAddr, confirms := map[netip.Addr]uint64{}, map[netip.Addr]uint64{}
 	for _, cc := range counted {
 		sentBytes += cc.bytes
 		for a, n := range cc.perAddr {
 			perAddr[a] += n
+		}
+		for a, n := range cc.confirms {
+			confirms[a] += n
 		}
 	}
 	limit := rate * (elapsed + burst).Seconds()
@@ -604,9 +621,14 @@ func TestServerFlood(t *testing.T) {
 		if a.IsMulticast() {
 			continue
 		}
-		// Multicast repairs are charged to requesters too, so unicast
-		// bytes to one address are within its own cap.
-		require.LessOrEqual(t, float64(n), reqRate*(elapsed+burst).Seconds(), "per-requester cap for %v", a)
+		// Multicast repairs are charged to requesters too, so the repairs
+		// sent unicast to one address are within its own cap. Confirms
+		// are paid from the global bucket only: at most one 30-byte
+		// confirm per 20-byte request the address sent.
+		c := confirms[a]
+		t.Logf("%v: %d requests, %d repair bytes, %d confirm bytes", a, asked[a], n-c, c)
+		require.LessOrEqual(t, float64(n-c), reqRate*(elapsed+burst).Seconds(), "per-requester cap for %v", a)
+		require.LessOrEqual(t, c, uint64(asked[a])*wire.ConfirmLen, "confirms to %v", a)
 	}
 	require.Positive(t, st.Refused.Malformed())
 	require.Positive(t, st.Refused.UnknownSession)
