@@ -71,7 +71,7 @@ func (f *directFeed) renumber(order []int) {
 func (f *directFeed) run() {
 	f.now++
 	f.c.mu.Lock()
-	f.r.handleLocked(len(f.dgs), f.now)
+	f.r.handleLocked(f.r.batch, len(f.dgs), f.now)
 	f.c.mu.Unlock()
 }
 

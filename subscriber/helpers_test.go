@@ -151,7 +151,7 @@ func (h *harness) feedMsg(m sock.Message) {
 	h.now += 1000
 	h.r.batch.Msgs[0] = m
 	h.c.mu.Lock()
-	h.r.handleLocked(1, h.now)
+	h.r.handleLocked(h.r.batch, 1, h.now)
 	h.c.mu.Unlock()
 }
 

@@ -2,9 +2,12 @@ package subscriber
 
 import (
 	"net/netip"
+	"runtime"
+	"time"
 
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/packetconn"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -36,6 +39,33 @@ type reader struct {
 	done chan struct{}
 	// ovfl is the kernel's drop counter as last reported on this socket.
 	ovfl uint32
+	// polls are the repair readers whose sockets this feed reader reads
+	// too, without waiting, after each batch while a gap waits for its
+	// repair and the program runs on one Go processor (see pollRepairs);
+	// pollBatch is its batch for them.
+	polls     []*reader
+	pollBatch *sock.Batch
+	// oneP is whether GOMAXPROCS was 1 at procsAt, looked up again every
+	// procsEvery (the runtime may change it: a program's own call, or the
+	// Go runtime following a container's CPU limit).
+	oneP    bool
+	procsAt monotime.Time
+	// nakPoll, on a feed reader of a subscriber that sends re-requests,
+	// sends the ones due in the timer goroutine's stead (see readOnce).
+	nakPoll func()
+}
+
+// procsEvery is how often a feed reader looks up GOMAXPROCS: the lookup
+// takes the scheduler's lock, too dear for every batch.
+const procsEvery = 100 * time.Millisecond
+
+// onOneP reports whether the program runs on one Go processor, as looked
+// up at most procsEvery ago. r.c.mu must be held.
+func (r *reader) onOneP(now monotime.Time) bool {
+	if now.Sub(r.procsAt) >= procsEvery || r.procsAt == 0 {
+		r.oneP, r.procsAt = runtime.GOMAXPROCS(0) == 1, now
+	}
+	return r.oneP
 }
 
 // readOnce reads one batch and handles it. It blocks until a datagram
@@ -48,16 +78,55 @@ func (r *reader) readOnce() error {
 	}
 	now := monotime.Now()
 	r.c.mu.Lock()
-	r.handleLocked(n, now)
+	r.handleLocked(r.batch, n, now)
+	nakDue := false
+	if (len(r.polls) > 0 || r.nakPoll != nil) && r.c.awaitsRepair() && r.onOneP(now) {
+		r.pollRepairs()
+		nakDue = r.nakPoll != nil && r.c.timerAt <= now
+	}
 	r.c.mu.Unlock()
+	if nakDue {
+		r.nakPoll()
+	}
 	return nil
 }
 
-// handleLocked handles r.batch.Msgs[:n]. r.c.mu must be held.
-func (r *reader) handleLocked(n int, now monotime.Time) {
+// pollRepairs reads the repair sockets without waiting and handles what
+// was queued there, as their own readers would. A feed reader does this,
+// and sends the re-requests that fell due (nakPoll), after each batch
+// while a gap waits (core.awaitsRepair) and the program has one Go
+// processor (GOMAXPROCS=1: a feed handler pinned to one core, or a
+// container limited to one CPU). The repair reader is parked in the
+// network poller and the timer goroutine on a timer, and Go polls the
+// network only when a processor has nothing else to run, or every 10 ms
+// from its monitor thread: a feed reader kept busy by the feed holds the
+// one processor, so repairs and re-requests waited while every packet
+// behind their gap waited with them. With more processors an idle one
+// waits in the poller and wakes those goroutines at once, and the polls'
+// system calls cost more than they saved (in the demo's small batches they
+// pushed subscribers into a backlog), so there they are off. Doing the
+// timer's work early loses no wake-up: the timer goroutine still wakes
+// when it would have and finds what is left. A read error is left to the
+// socket's own reader, which reports it. r.c.mu must be held.
+func (r *reader) pollRepairs() {
+	for _, p := range r.polls {
+		n, err := p.conn.(packetconn.TryReader).TryReadBatch(r.pollBatch)
+		if err != nil || n == 0 {
+			continue
+		}
+		// The kernel's drop count is left to the socket's own reader: the
+		// two reads may be handled out of order, and the count runs on.
+		r.pollBatch.Drops = p.ovfl
+		p.handleLocked(r.pollBatch, n, monotime.Now())
+	}
+}
+
+// handleLocked handles b.Msgs[:n], read from r's socket. r.c.mu must be
+// held.
+func (r *reader) handleLocked(b *sock.Batch, n int, now monotime.Time) {
 	c := r.c
-	for i := range r.batch.Msgs[:n] {
-		m := &r.batch.Msgs[i]
+	for i := range b.Msgs[:n] {
+		m := &b.Msgs[i]
 		c.st.Datagrams++
 		c.st.FeedDatagrams[r.feed]++
 		src := sock.Unmap(m.Addr)
@@ -80,7 +149,7 @@ func (r *reader) handleLocked(n int, now monotime.Time) {
 		}
 	}
 	// SO_RXQ_OVFL is a running uint32 count; add what it moved by.
-	if d := r.batch.Drops; d != r.ovfl {
+	if d := b.Drops; d != r.ovfl {
 		c.st.KernelDrops += uint64(d - r.ovfl)
 		r.ovfl = d
 	}

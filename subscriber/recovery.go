@@ -370,3 +370,11 @@ func (c *core) due(s *stream) (monotime.Time, bool) {
 	}
 	return t, ok
 }
+
+// awaitsRepair reports whether a stream holds packets behind a gap or has
+// recovery work pending (a gap asked for or waiting for its deadline): a
+// repair may then be queued on a repair socket (see reader.pollRepairs).
+// c.mu must be held.
+func (c *core) awaitsRepair() bool {
+	return c.st.Held > 0 || c.timerAt != maxTime
+}

@@ -244,7 +244,7 @@ func abHarness(t *testing.T, cfg Config) (*harness, func(src netip.AddrPort, b [
 		h.now += 1000
 		r2.batch.Msgs[0] = sock.Message{Buf: b, Addr: src, Dst: cfg.Secondary.Addr()}
 		h.c.mu.Lock()
-		r2.handleLocked(1, h.now)
+		r2.handleLocked(r2.batch, 1, h.now)
 		h.c.mu.Unlock()
 	}
 }
@@ -351,7 +351,7 @@ func (f *recoveryFeed) round() {
 	f.next += 5 * recoveryMsgs
 	f.now += 1000
 	f.c.mu.Lock()
-	f.feed.handleLocked(4, f.now)
+	f.feed.handleLocked(f.feed.batch, 4, f.now)
 	f.reqs, _, _ = f.c.poll(f.now, f.reqs[:0])
 	f.c.mu.Unlock()
 	if len(f.reqs) != 1 {
@@ -359,7 +359,7 @@ func (f *recoveryFeed) round() {
 	}
 	f.now += 1000
 	f.c.mu.Lock()
-	f.fix.handleLocked(1, f.now)
+	f.fix.handleLocked(f.fix.batch, 1, f.now)
 	f.c.mu.Unlock()
 }
 

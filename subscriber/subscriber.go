@@ -525,6 +525,7 @@ func defaultPayload(group netip.Addr) int {
 // Sizes of the secondary sockets' batches.
 const (
 	repairBatchSize  = 16 // datagrams per recvmmsg on a repair socket
+	pollBatchSize    = 4  // datagrams per non-blocking read of the repair sockets by a feed reader
 	requestBatchSize = 64 // re-requests per sendmmsg
 )
 
@@ -549,7 +550,7 @@ type Subscriber struct {
 	loopErr error
 
 	// Owned by the timer goroutine.
-	pollMu         sync.Mutex // owns reqs, reqTo and the send buffers: the timer goroutine, or a reader polling inline
+	pollMu         sync.Mutex // owns reqs, reqTo and the send buffers
 	reqs           []wire.Request
 	out            *sock.Batch
 	reqBuf         []byte
@@ -654,7 +655,43 @@ func open(cfg Config) (s *Subscriber, err error) {
 		s.reqBuf = make([]byte, requestBatchSize*wire.RequestLen)
 	}
 	s.c.wake = make(chan struct{}, 1)
+	s.linkPolls()
 	return s, nil
+}
+
+// linkPolls makes each feed reader poll the repair sockets that can be
+// read without waiting, and send the re-requests due, when the program
+// runs on one Go processor (see reader.pollRepairs).
+func (s *Subscriber) linkPolls() {
+	var polls []*reader
+	for _, r := range s.readers {
+		if _, ok := r.conn.(packetconn.TryReader); ok && r.repair {
+			polls = append(polls, r)
+		}
+	}
+	for _, r := range s.readers {
+		if r.repair {
+			continue
+		}
+		if len(polls) > 0 {
+			r.polls = polls
+			r.pollBatch = sock.NewBatch(pollBatchSize, s.cfg.Receive.DatagramSize)
+		}
+		if s.repair != nil {
+			r.nakPoll = s.pollInline
+		}
+	}
+}
+
+// pollInline sends the re-requests due, unless the timer goroutine is
+// doing so: a feed reader calls it in that goroutine's stead (see
+// reader.pollRepairs).
+func (s *Subscriber) pollInline() {
+	if !s.pollMu.TryLock() {
+		return
+	}
+	s.pollSend(monotime.Now())
+	s.pollMu.Unlock()
 }
 
 // openGroup opens a socket bound to the wildcard address and g's port

@@ -61,7 +61,7 @@ func TestTimerGoroutineOnVirtualTime(t *testing.T) {
 		feed := func(b []byte) {
 			h.r.batch.Msgs[0] = sock.Message{Buf: b, Addr: srcA, Dst: testGroup.Addr()}
 			h.c.mu.Lock()
-			h.r.handleLocked(1, monotime.Now())
+			h.r.handleLocked(h.r.batch, 1, monotime.Now())
 			h.c.mu.Unlock()
 		}
 

@@ -1,0 +1,154 @@
+package subscriber
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/mdbus/mdbus/internal/monotime"
+	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFeedReaderTakesRepairs: on one Go processor, while a gap waits, the
+// feed reader reads the repair socket after its batch, so a repair is used
+// without its own reader running (it never runs here: open starts no
+// goroutine); without a gap it does not. The delivery is whole and in
+// order, and the repair is counted as one. With two processors the feed
+// reader leaves the repair socket to its own reader.
+func TestFeedReaderTakesRepairs(t *testing.T) {
+	netlab.Require(t)
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			feedReaderTakesRepairs(t, procs == 1)
+		})
+	}
+}
+
+func feedReaderTakesRepairs(t *testing.T, polls bool) {
+	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
+	require.NoError(t, err)
+	defer rtx.Close()
+	var got []wire.Seq
+	group := netip.MustParseAddrPort("239.7.7.8:31008")
+	s, err := open(Config{
+		Group:     group,
+		StartSeq:  1,
+		Recovery:  Recovery{Retransmitter: rtx.LocalAddr()},
+		OnMessage: func(m Message) { got = append(got, m.Seq) },
+		Logger:    discard,
+	})
+	require.NoError(t, err)
+	defer s.closeConns()
+	var repairR *reader
+	for _, r := range s.readers {
+		if r.feed == FeedRepair {
+			repairR = r
+		}
+	}
+	require.NotNil(t, repairR)
+	require.Equal(t, []*reader{repairR}, s.r.polls)
+	to := s.repair.LocalAddr()
+	to = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), to.Port())
+	tx := labSender(t, netip.Addr{})
+	feed := func(b []byte) {
+		t.Helper()
+		require.NoError(t, tx.WriteTo(b, group))
+		require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		require.NoError(t, s.r.readOnce())
+	}
+
+	// No gap: a datagram on the repair socket is left to its own reader.
+	require.NoError(t, rtx.WriteTo(pkt(sessA, 1, 1), to))
+	time.Sleep(20 * time.Millisecond) // real time: the datagram reaches the socket
+	feed(pkt(sessA, 1, 1))
+	require.Zero(t, s.c.st.Repairs)
+
+	// Seq 2 lost: 3 is held. The stale repair of 1 queued above is read
+	// with the next poll (a duplicate), then the repair of 2 fills the gap.
+	feed(pkt(sessA, 3, 1))
+	require.Equal(t, []wire.Seq{1}, got)
+	require.NoError(t, rtx.WriteTo(pkt(sessA, 2, 1), to))
+	time.Sleep(20 * time.Millisecond)
+	feed(pkt(sessA, 4, 1))
+	if !polls {
+		require.Equal(t, []wire.Seq{1}, got, "the repair is left to the repair socket's reader")
+		require.Zero(t, s.c.st.Repairs)
+		require.NoError(t, repairR.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		// The stale repair of 1 and the repair of 2: one batch, or two.
+		for i := 0; i < 2 && s.c.st.Repairs == 0; i++ {
+			require.NoError(t, repairR.readOnce())
+		}
+	}
+	require.Equal(t, []wire.Seq{1, 2, 3, 4}, got)
+	require.EqualValues(t, 1, s.c.st.Repairs)
+}
+
+// TestFeedReaderSendsDueNAKs: on one Go processor the feed reader sends a
+// re-request that fell due after its batch, without the timer goroutine
+// (open starts none); with two it leaves that to the timer goroutine.
+func TestFeedReaderSendsDueNAKs(t *testing.T) {
+	netlab.Require(t)
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			feedReaderSendsDueNAKs(t, procs == 1)
+		})
+	}
+}
+
+func feedReaderSendsDueNAKs(t *testing.T, inline bool) {
+	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
+	require.NoError(t, err)
+	defer rtx.Close()
+	group := netip.MustParseAddrPort("239.7.7.8:31009")
+	s, err := open(Config{
+		Group:     group,
+		StartSeq:  1,
+		Recovery:  Recovery{Retransmitter: rtx.LocalAddr()},
+		OnMessage: func(Message) {},
+		Logger:    discard,
+	})
+	require.NoError(t, err)
+	defer s.closeConns()
+	tx := labSender(t, netip.Addr{})
+	feed := func(b []byte) {
+		t.Helper()
+		require.NoError(t, tx.WriteTo(b, group))
+		require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		require.NoError(t, s.r.readOnce())
+	}
+	feed(pkt(sessA, 1, 1))
+	feed(pkt(sessA, 3, 1)) // 2 is missing
+	s.c.mu.Lock()
+	due := s.c.timerAt
+	s.c.mu.Unlock()
+	require.NotEqual(t, maxTime, due, "the gap has a deadline")
+	// Real time: the first re-request waits a random back-off, bounded.
+	require.Less(t, due.Sub(monotime.Now()), time.Second)
+	time.Sleep(max(due.Sub(monotime.Now()), 0) + time.Millisecond)
+	feed(pkt(sessA, 4, 1))
+
+	in := sock.NewBatch(4, 64)
+	wait := 50 * time.Millisecond // nothing comes: how long to look
+	if inline {
+		wait = 5 * time.Second // it was sent before readOnce returned
+	}
+	require.NoError(t, rtx.SetReadDeadline(time.Now().Add(wait)))
+	n, err := rtx.ReadBatch(in)
+	if !inline {
+		require.True(t, sock.IsTimeout(err), "no re-request without the timer goroutine: %v", err)
+		return
+	}
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	r, err := wire.ParseRequest(in.Msgs[0].Buf)
+	require.NoError(t, err)
+	require.Equal(t, wire.Seq(2), r.Seq)
+	require.EqualValues(t, 1, r.Count)
+}
