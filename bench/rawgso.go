@@ -70,6 +70,7 @@ func newRawGSOSender(p sendParams) (*rawGSOSender, error) {
 		Loopback:    true,
 		WriteBuffer: p.writeBuffer,
 		GSO:         !p.noGSO,
+		SendOnly:    true, // as the publisher's
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: raw-gso sender: %w", err)

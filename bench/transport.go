@@ -343,6 +343,7 @@ func newRawSender(p sendParams) (*rawSender, error) {
 		TTL:         p.ttl,
 		Loopback:    true,
 		WriteBuffer: p.writeBuffer,
+		SendOnly:    true, // as the publisher's
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: raw sender: %w", err)

@@ -135,6 +135,7 @@ func New(cfg Config) (*Publication, error) {
 		Loopback:    !s.DisableLoopback,
 		WriteBuffer: s.WriteBuffer,
 		GSO:         !s.DisableGSO,
+		SendOnly:    true, // see internal/sock, "Off the poller"
 	})
 	if err != nil {
 		return nil, fmt.Errorf("publisher: socket for %s on %s: %w", s.group, s.Interface, err)

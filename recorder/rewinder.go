@@ -229,7 +229,7 @@ func (r *Rewinder) startHeartbeats(group netip.AddrPort, ifname string, ttl int)
 	if group.Addr().Is6() {
 		local = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
 	}
-	c, err := sock.Open(sock.Config{Local: local, Interface: ifi, TTL: ttl, Loopback: true})
+	c, err := sock.Open(sock.Config{Local: local, Interface: ifi, TTL: ttl, Loopback: true, SendOnly: true})
 	if err != nil {
 		return fmt.Errorf("heartbeat socket: %w", err)
 	}

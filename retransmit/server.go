@@ -326,7 +326,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		if cfg.RepairGroup.Addr().Is6() {
 			wild = netip.IPv6Unspecified()
 		}
-		mc, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(wild, 0), Interface: ifi, TTL: cfg.TTL, Loopback: true})
+		mc, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(wild, 0), Interface: ifi, TTL: cfg.TTL, Loopback: true, SendOnly: true})
 		if err != nil {
 			uc.Close()
 			return nil, fmt.Errorf("retransmit: repair group %s socket: %w", cfg.RepairGroup, err)

@@ -97,6 +97,27 @@
 // datagrams and the rest one per slot. Conn.GSOStats says whether GSO is
 // active, how many trains and datagrams went, and why it fell back.
 //
+// # Off the poller
+//
+// Go registers every socket with its epoll instance (edge-triggered), and a
+// process's idle Go processor waits in epoll_wait. Each datagram that
+// reaches a registered socket, and each "writable again" event after a
+// datagram sent from one, wakes that thread, which finds no goroutine
+// waiting on the socket (a busy poll is spinning on it; a sender is not
+// waiting at all) and sleeps again: a thread wake-up on another core per
+// datagram, paid inside the sender's and the receiver's system calls. In a
+// busy-polling ping-pong on lo (BENCHMARKS.md, "Busy-poll ping-pong") it
+// made the round trip p50 12 µs instead of 9.5 and p90 45 µs instead of
+// 11.5, and halved the round trips a second. So Open keeps a socket with
+// Config.BusyPoll or Config.SendOnly off the poller: it takes a duplicate
+// of the descriptor and closes the net.UDPConn, which removes the socket
+// from epoll (memberships and options belong to the socket and stay). The
+// Conn then waits in poll(2) on the socket and on an eventfd that Close
+// and SetReadDeadline write, on a thread of its own while it waits; a
+// Join opens a short-lived net.UDPConn on another duplicate. Sockets read
+// by goroutines that wait most of the time (a repair socket, a request
+// socket) stay on the poller, where a waiting read costs no thread.
+//
 // # Concurrency
 //
 // ReadBatch must not be called concurrently with itself, nor WriteBatch with

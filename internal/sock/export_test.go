@@ -34,3 +34,13 @@ func MaxGSOBytes(v6 bool) int {
 }
 
 const MaxGSOSegments = maxGSOSegments
+
+// Detached reports whether c was moved off Go's network poller.
+func Detached(c *Conn) bool { return c.detached() }
+
+// Fd is c's descriptor.
+func Fd(c *Conn) int {
+	fd := -1
+	c.sys.rc.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}

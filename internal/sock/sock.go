@@ -56,13 +56,20 @@ type Config struct {
 	// Timestamps asks for kernel receive timestamps (SO_TIMESTAMPNS).
 	Timestamps bool
 	// BusyPoll makes ReadBatch retry a non-blocking recvmmsg for up to
-	// this long before it parks the goroutine in the network poller: a
-	// datagram that arrives meanwhile is read by a goroutine already on
-	// a CPU instead of one the poller and the OS scheduler must wake
-	// (the tail of the receive path on a busy machine). It costs a CPU
-	// spinning while the feed is quiet for less than BusyPoll. 0 (the
-	// default) never spins; at most MaxBusyPoll.
+	// this long before it waits: a datagram that arrives meanwhile is
+	// read by a goroutine already on a CPU instead of one the OS
+	// scheduler must wake (the tail of the receive path on a busy
+	// machine). It costs a CPU spinning while the feed is quiet for less
+	// than BusyPoll. 0 (the default) never spins; at most MaxBusyPoll. A
+	// busy-polling socket is kept off Go's network poller (see "Off the
+	// poller" in the package documentation): a ReadBatch that waits holds
+	// a thread.
 	BusyPoll time.Duration
+	// SendOnly keeps a socket that is only written to off Go's network
+	// poller (see "Off the poller"): the kernel's "writable again" event
+	// after each datagram then wakes no idle thread. Reads still work,
+	// each waiting one holding a thread.
+	SendOnly bool
 	// GRO turns on UDP_GRO for receiving: the kernel may hand over a
 	// train of equal-size datagrams of one flow in one read, and
 	// ReadBatch splits it back into one Message per datagram. Where the
@@ -83,9 +90,11 @@ const MaxBusyPoll = 10 * time.Millisecond
 
 // Conn is a UDP socket with batched I/O.
 type Conn struct {
-	uc  *net.UDPConn
+	uc  *net.UDPConn // closed once the Conn left Go's poller (detached)
 	v6  bool
 	sys connSys
+	// local is the bound address, kept when the Conn is detached.
+	local netip.AddrPort
 	// ReadBufferGranted and WriteBufferGranted are the buffer sizes the
 	// kernel granted (it doubles the request and caps it at
 	// net.core.rmem_max / wmem_max unless forced, see Config); read back
@@ -135,6 +144,9 @@ func (c *Conn) Join(ifi *net.Interface, group, source netip.Addr) error {
 
 // LocalAddr is the address the socket is bound to.
 func (c *Conn) LocalAddr() netip.AddrPort {
+	if c.detached() {
+		return c.local
+	}
 	return c.uc.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
@@ -145,17 +157,28 @@ func (c *Conn) IPv6() bool { return c.v6 }
 // A busy-polling ReadBatch stops spinning at the deadline.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.setDeadline(t)
+	if c.detached() {
+		return nil
+	}
 	return c.uc.SetReadDeadline(t)
 }
 
 // WriteTo sends one datagram, for the rare non-batched send (re-requests).
 func (c *Conn) WriteTo(b []byte, to netip.AddrPort) error {
+	if c.detached() {
+		return c.rawWriteTo(b, to)
+	}
 	_, err := c.uc.WriteToUDPAddrPort(b, to)
 	return err
 }
 
 // Close closes the socket, unblocking a pending ReadBatch or WriteBatch.
-func (c *Conn) Close() error { return c.uc.Close() }
+func (c *Conn) Close() error {
+	if c.detached() {
+		return c.closeRaw()
+	}
+	return c.uc.Close()
+}
 
 // IsTimeout reports whether err is a deadline expiry.
 func IsTimeout(err error) bool {

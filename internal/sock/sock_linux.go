@@ -78,6 +78,11 @@ type connSys struct {
 	wErr     syscall.Errno
 	gso      gsoState
 
+	// raw is set when the socket was moved off Go's network poller (a
+	// busy-polling or send-only socket, see rawfd_linux.go); rc is then
+	// raw.
+	raw *rawFD
+
 	// TryReadBatch's state, apart from ReadBatch's: the two may run at
 	// once. tryMu makes concurrent TryReadBatch calls give way.
 	tryMu sync.Mutex
@@ -119,6 +124,12 @@ func open(cfg Config) (*Conn, error) {
 	if err := c.setup(cfg); err != nil {
 		uc.Close()
 		return nil, err
+	}
+	if cfg.BusyPoll > 0 || cfg.SendOnly {
+		if err := c.leavePoller(); err != nil {
+			uc.Close()
+			return nil, fmt.Errorf("sock: leave the poller: %w", err)
+		}
 	}
 	return c, nil
 }
@@ -212,6 +223,13 @@ func b2i(b bool) int {
 
 func (c *Conn) join(ifi *net.Interface, group, source netip.Addr) error {
 	g := &net.UDPAddr{IP: group.AsSlice()}
+	if c.detached() {
+		var s *net.UDPAddr
+		if source.IsValid() {
+			s = &net.UDPAddr{IP: source.AsSlice()}
+		}
+		return c.joinDetached(ifi, g, s)
+	}
 	if source.IsValid() {
 		s := &net.UDPAddr{IP: source.AsSlice()}
 		if c.v6 {
@@ -522,4 +540,7 @@ func (c *Conn) setDeadline(t time.Time) {
 		}
 	}
 	c.sys.deadline.Store(int64(d))
+	if c.sys.raw != nil {
+		c.sys.raw.wake() // a waiting read looks at the new deadline
+	}
 }

@@ -26,6 +26,12 @@ func (c *Conn) join(*net.Interface, netip.Addr, netip.Addr) error { return ErrUn
 
 func (c *Conn) setDeadline(time.Time) {}
 
+func (c *Conn) detached() bool { return false }
+
+func (c *Conn) rawWriteTo([]byte, netip.AddrPort) error { return ErrUnsupported }
+
+func (c *Conn) closeRaw() error { return ErrUnsupported }
+
 // ReadBatch fails: Open never returns a Conn here.
 func (c *Conn) ReadBatch(*Batch) (int, error) { return 0, ErrUnsupported }
 

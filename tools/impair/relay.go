@@ -162,7 +162,7 @@ func Relay(ctx context.Context, cfg RelayConfig) (RelayStats, error) {
 	if !src.IsValid() {
 		src = wildcard(cfg.Out.Addr())
 	}
-	tx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(src, 0), Interface: ifi, TTL: cfg.TTL, Loopback: true})
+	tx, err := sock.Open(sock.Config{Local: netip.AddrPortFrom(src, 0), Interface: ifi, TTL: cfg.TTL, Loopback: true, SendOnly: true})
 	if err != nil {
 		return st, fmt.Errorf("impair: relay: %w", err)
 	}

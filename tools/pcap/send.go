@@ -65,7 +65,7 @@ func NewSender(cfg SendConfig) (*Sender, error) {
 	if !group.Addr().Is4() {
 		local = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
 	}
-	c, err := sock.Open(sock.Config{Local: local, Interface: ifi, TTL: cfg.TTL, Loopback: true})
+	c, err := sock.Open(sock.Config{Local: local, Interface: ifi, TTL: cfg.TTL, Loopback: true, SendOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("pcap: send to %s on %s: %w", group, cfg.Interface, err)
 	}
