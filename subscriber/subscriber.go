@@ -266,7 +266,9 @@ type Receive struct {
 	// the network poller and the OS scheduler to wake a thread, which is
 	// where the receive path's tail latency comes from on a busy host.
 	// It costs up to one CPU per feed socket while packets come closer
-	// together than BusyPoll. Default 0: never spins; at most
+	// together than BusyPoll, and a busy-polled socket is kept off Go's
+	// network poller (internal/sock, "Off the poller"), so its reader
+	// holds a thread while it waits. Default 0: never spins; at most
 	// MaxBusyPoll. See "Busy polling" in the package documentation.
 	BusyPoll time.Duration
 	// DisableGRO turns off UDP_GRO on the feed sockets (Group,
