@@ -149,3 +149,30 @@ func TestBusyPollLeavesPoller(t *testing.T) {
 	_, err = rx.ReadBatch(in)
 	require.ErrorIs(t, err, net.ErrClosed)
 }
+
+// TestBusyPollReadZeroAlloc: reading and writing a socket off the poller
+// allocates nothing.
+func TestBusyPollReadZeroAlloc(t *testing.T) {
+	netlab.Require(t)
+	rx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0"), BusyPoll: 100 * time.Microsecond, ReadBuffer: 1 << 20})
+	require.NoError(t, err)
+	defer rx.Close()
+	tx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0"), SendOnly: true})
+	require.NoError(t, err)
+	defer tx.Close()
+	require.True(t, sock.Detached(rx))
+	require.True(t, sock.Detached(tx))
+	out := sock.NewBatch(1, 0)
+	out.Msgs[0] = sock.Message{Buf: []byte("x"), Addr: rx.LocalAddr()}
+	in := sock.NewBatch(1, 64)
+	require.NoError(t, rx.SetReadDeadline(time.Now().Add(10*time.Second)))
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := tx.WriteBatch(out, 1); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := rx.ReadBatch(in); err != nil || n != 1 {
+			t.Fatal(n, err)
+		}
+	})
+	require.Zero(t, allocs)
+}
