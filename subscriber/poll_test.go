@@ -21,30 +21,56 @@ import (
 // order, and the repair is counted as one. With two processors the feed
 // reader leaves the repair socket to its own reader.
 func TestFeedReaderTakesRepairs(t *testing.T) {
+	onOneAndTwoProcs(t, feedReaderTakesRepairs)
+}
+
+// onOneAndTwoProcs runs f with GOMAXPROCS 1 and 2 (one is true for 1).
+func onOneAndTwoProcs(t *testing.T, f func(t *testing.T, one bool)) {
 	netlab.Require(t)
 	for _, procs := range []int{1, 2} {
 		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			feedReaderTakesRepairs(t, procs == 1)
+			f(t, procs == 1)
 		})
 	}
 }
 
-func feedReaderTakesRepairs(t *testing.T, polls bool) {
+// pollRig is a subscriber opened without its goroutines on group, with a
+// retransmitter socket (rtx) and a feed sender; feed sends a datagram and
+// has the feed reader read it.
+type pollRig struct {
+	s    *Subscriber
+	rtx  *sock.Conn
+	feed func(b []byte)
+}
+
+func newPollRig(t *testing.T, group netip.AddrPort, onMessage func(Message)) pollRig {
+	t.Helper()
 	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
 	require.NoError(t, err)
-	defer rtx.Close()
-	var got []wire.Seq
-	group := netip.MustParseAddrPort("239.7.7.8:31008")
+	t.Cleanup(func() { rtx.Close() })
 	s, err := open(Config{
 		Group:     group,
 		StartSeq:  1,
 		Recovery:  Recovery{Retransmitter: rtx.LocalAddr()},
-		OnMessage: func(m Message) { got = append(got, m.Seq) },
+		OnMessage: onMessage,
 		Logger:    discard,
 	})
 	require.NoError(t, err)
-	defer s.closeConns()
+	t.Cleanup(func() { s.closeConns() })
+	tx := labSender(t, netip.Addr{})
+	return pollRig{s: s, rtx: rtx, feed: func(b []byte) {
+		t.Helper()
+		require.NoError(t, tx.WriteTo(b, group))
+		require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		require.NoError(t, s.r.readOnce())
+	}}
+}
+
+func feedReaderTakesRepairs(t *testing.T, polls bool) {
+	var got []wire.Seq
+	rig := newPollRig(t, netip.MustParseAddrPort("239.7.7.8:31008"), func(m Message) { got = append(got, m.Seq) })
+	s, rtx, feed := rig.s, rig.rtx, rig.feed
 	var repairR *reader
 	for _, r := range s.readers {
 		if r.feed == FeedRepair {
@@ -55,13 +81,6 @@ func feedReaderTakesRepairs(t *testing.T, polls bool) {
 	require.Equal(t, []*reader{repairR}, s.r.polls)
 	to := s.repair.LocalAddr()
 	to = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), to.Port())
-	tx := labSender(t, netip.Addr{})
-	feed := func(b []byte) {
-		t.Helper()
-		require.NoError(t, tx.WriteTo(b, group))
-		require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
-		require.NoError(t, s.r.readOnce())
-	}
 
 	// No gap: a datagram on the repair socket is left to its own reader.
 	require.NoError(t, rtx.WriteTo(pkt(sessA, 1, 1), to))
@@ -93,36 +112,12 @@ func feedReaderTakesRepairs(t *testing.T, polls bool) {
 // re-request that fell due after its batch, without the timer goroutine
 // (open starts none); with two it leaves that to the timer goroutine.
 func TestFeedReaderSendsDueNAKs(t *testing.T) {
-	netlab.Require(t)
-	for _, procs := range []int{1, 2} {
-		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			feedReaderSendsDueNAKs(t, procs == 1)
-		})
-	}
+	onOneAndTwoProcs(t, feedReaderSendsDueNAKs)
 }
 
 func feedReaderSendsDueNAKs(t *testing.T, inline bool) {
-	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
-	require.NoError(t, err)
-	defer rtx.Close()
-	group := netip.MustParseAddrPort("239.7.7.8:31009")
-	s, err := open(Config{
-		Group:     group,
-		StartSeq:  1,
-		Recovery:  Recovery{Retransmitter: rtx.LocalAddr()},
-		OnMessage: func(Message) {},
-		Logger:    discard,
-	})
-	require.NoError(t, err)
-	defer s.closeConns()
-	tx := labSender(t, netip.Addr{})
-	feed := func(b []byte) {
-		t.Helper()
-		require.NoError(t, tx.WriteTo(b, group))
-		require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
-		require.NoError(t, s.r.readOnce())
-	}
+	rig := newPollRig(t, netip.MustParseAddrPort("239.7.7.8:31009"), func(Message) {})
+	s, rtx, feed := rig.s, rig.rtx, rig.feed
 	feed(pkt(sessA, 1, 1))
 	feed(pkt(sessA, 3, 1)) // 2 is missing
 	s.c.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -33,18 +34,12 @@ type rawFD struct {
 	deadline *atomic.Int64 // the Conn's read deadline (monotime.Time, 0: none)
 }
 
-// leavePoller moves c off Go's network poller (see above). c.uc is closed;
-// c.sys.rc is the rawFD from then on.
+// leavePoller moves c off Go's network poller (package doc, "Off the
+// poller"). c.uc is closed; c.sys.rc is the rawFD from then on.
 func (c *Conn) leavePoller() error {
-	var dup int
-	var derr error
-	if err := c.sys.rc.Control(func(fd uintptr) {
-		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
+	dup, err := dupFD(c.sys.rc)
+	if err != nil {
 		return err
-	}
-	if derr != nil {
-		return os.NewSyscallError("dup", derr)
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK|unix.EFD_SEMAPHORE)
 	if err != nil {
@@ -176,15 +171,9 @@ func sockaddr(to netip.AddrPort, v6 bool) unix.Sockaddr {
 // descriptor, for the x/net calls that need one (joins). It is on Go's
 // poller while it lives; closing it leaves the socket open.
 func (c *Conn) tempConn() (*net.UDPConn, error) {
-	var dup int
-	var derr error
-	if err := c.sys.raw.Control(func(fd uintptr) {
-		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
+	dup, err := dupFD(c.sys.raw)
+	if err != nil {
 		return nil, err
-	}
-	if derr != nil {
-		return nil, os.NewSyscallError("dup", derr)
 	}
 	f := os.NewFile(uintptr(dup), "udp")
 	defer f.Close()
@@ -212,4 +201,18 @@ func (c *Conn) joinDetached(ifi *net.Interface, g, s *net.UDPAddr) error {
 		return ipv4.NewPacketConn(uc).JoinSourceSpecificGroup(ifi, g, s)
 	}
 	return ipv4.NewPacketConn(uc).JoinGroup(ifi, g)
+}
+
+// dupFD duplicates rc's descriptor (close-on-exec).
+func dupFD(rc syscall.RawConn) (int, error) {
+	dup, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) {
+		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, os.NewSyscallError("dup", derr)
+	}
+	return dup, nil
 }
