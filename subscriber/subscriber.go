@@ -551,7 +551,8 @@ type Subscriber struct {
 	errMu   sync.Mutex
 	loopErr error
 
-	// Owned by the timer goroutine.
+	// Owned by the timer goroutine, or by a feed reader sending in its
+	// stead on one Go processor (pollInline).
 	pollMu         sync.Mutex // owns reqs, reqTo and the send buffers
 	reqs           []wire.Request
 	out            *sock.Batch
