@@ -53,6 +53,19 @@ func onPoller(t *testing.T, fd int) bool {
 	return false
 }
 
+// within returns what done gives within 5 s (real time: a read woken in
+// another goroutine), or fails the test with why.
+func within(t *testing.T, done <-chan error, why string) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+		return nil
+	}
+}
+
 // TestBusyPollLeavesPoller: a busy-polling socket is not on Go's poller
 // (a plain one is: the check can fail), and still joins, reads, writes,
 // times out at its deadline and unblocks a waiting read on Close.
@@ -124,12 +137,8 @@ func TestBusyPollLeavesPoller(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond) // real time: the reader is waiting in poll
 	require.NoError(t, rx.SetReadDeadline(time.Now()))
-	select {
-	case err := <-done:
-		require.True(t, sock.IsTimeout(err), "%v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("a waiting read did not see its deadline move")
-	}
+	err = within(t, done, "a waiting read did not see its deadline move")
+	require.True(t, sock.IsTimeout(err), "%v", err)
 
 	// Close wakes a read waiting without a deadline.
 	require.NoError(t, rx.SetReadDeadline(time.Time{}))
@@ -139,12 +148,8 @@ func TestBusyPollLeavesPoller(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond) // real time: the reader is waiting in poll
 	require.NoError(t, rx.Close())
-	select {
-	case err := <-done:
-		require.True(t, errors.Is(err, net.ErrClosed), "%v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not wake a waiting read")
-	}
+	err = within(t, done, "Close did not wake a waiting read")
+	require.True(t, errors.Is(err, net.ErrClosed), "%v", err)
 	require.ErrorIs(t, rx.Close(), net.ErrClosed)
 	_, err = rx.ReadBatch(in)
 	require.ErrorIs(t, err, net.ErrClosed)
