@@ -72,7 +72,7 @@ type stream struct {
 // heldPacket is a copy of a packet that arrived ahead of next.
 type heldPacket struct {
 	seq, end wire.Seq
-	buf      []byte        // the whole packet, re-parsed when delivered
+	buf      []byte        // the whole packet as it arrived (validated then)
 	feed     Feed          // where it came from
 	at       monotime.Time // when it was held: the gap before it was known by then
 }
@@ -179,7 +179,7 @@ func (c *core) data(s *stream, p wire.Packet, a arrival) {
 			// more between here and deliver cost a quarter of the
 			// in-order throughput (BenchmarkDeliver).
 			c.received(s, s.next, end, a)
-			c.deliver(s, p, a.feed)
+			c.deliver(s, p.Messages(), seq, end, a.feed)
 			c.advance(s)
 			c.finish(s)
 			return
@@ -212,7 +212,7 @@ func (c *core) data(s *stream, p wire.Packet, a arrival) {
 // same, written out.
 func (c *core) inOrder(s *stream, p wire.Packet, a arrival) {
 	c.received(s, s.next, p.Next(), a)
-	c.deliver(s, p, a.feed)
+	c.deliver(s, p.Messages(), p.Seq, p.Next(), a.feed)
 	c.advance(s)
 	c.finish(s)
 }
@@ -264,12 +264,12 @@ func (c *core) overflow(s *stream, now monotime.Time) bool {
 	return true
 }
 
-// deliver hands the messages of p from s.next on to the application and
-// advances s.next past p. p must start at or before s.next and end after.
-// feed is where p came from.
-func (c *core) deliver(s *stream, p wire.Packet, feed Feed) {
-	it := p.Messages()
-	if skip := uint64(s.next - p.Seq); skip > 0 {
+// deliver hands the messages of a packet [first, end), walked by it, from
+// s.next on to the application and advances s.next to end. The packet
+// must start at or before s.next and end after. feed is where it came
+// from.
+func (c *core) deliver(s *stream, it wire.MessageIter, first, end wire.Seq, feed Feed) {
+	if skip := uint64(s.next - first); skip > 0 {
 		it.Skip(int(skip))
 		s.dups += skip
 		c.st.Duplicates += skip
@@ -287,7 +287,7 @@ func (c *core) deliver(s *stream, p wire.Packet, feed Feed) {
 		n++
 		nb += uint64(len(msg))
 	}
-	s.next = p.Next()
+	s.next = end
 	s.horizon = max(s.horizon, s.next)
 	s.delivered += n
 	s.bytes += nb
@@ -320,8 +320,10 @@ func (c *core) drain(s *stream) {
 			n := uint64(h.end - h.seq)
 			s.dups += n
 			c.st.Duplicates += n
-		} else if p, err := wire.ParsePacket(h.buf); err == nil { // always: it was valid when copied
-			c.deliver(s, p, h.feed)
+		} else {
+			// The copy of a packet validated when it arrived: walked
+			// without checking it again (a second walk of cold memory).
+			c.deliver(s, wire.MessagesOf(h.buf[wire.HeaderLen:], h.seq), h.seq, h.end, h.feed)
 		}
 		c.recycle(s, h.buf)
 		h.buf = nil

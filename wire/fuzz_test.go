@@ -40,6 +40,21 @@ func FuzzParsePacket(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// MessagesOf walks any bytes as message blocks: whole messages
+		// only, each a capped sub-slice of b, never past its end.
+		off, n := 0, 0
+		for it := wire.MessagesOf(b, 7); ; n++ {
+			m, seq, ok := it.Next()
+			if !ok {
+				break
+			}
+			off += wire.MsgLenLen
+			if seq != wire.Seq(7+n) || cap(m) != len(m) || off+len(m) > len(b) || len(m) > 0 && &m[0] != &b[off] {
+				t.Fatalf("MessagesOf: message %d (seq %d) is not the capped sub-slice of b at %d", n, seq, off)
+			}
+			off += len(m)
+		}
+
 		p, err := wire.ParsePacket(b)
 		if err != nil {
 			if !isSentinel(err) {
@@ -60,7 +75,7 @@ func FuzzParsePacket(f *testing.F) {
 
 		// Iterate: exactly MessageCount messages, numbered from Seq, each a
 		// capped sub-slice of b right after its length prefix.
-		n, off := 0, wire.HeaderLen
+		n, off = 0, wire.HeaderLen
 		it := p.Messages()
 		for {
 			m, seq, ok := it.Next()
@@ -82,6 +97,18 @@ func FuzzParsePacket(f *testing.F) {
 		}
 		if n != p.MessageCount() || off != len(b) {
 			t.Fatalf("iterated %d messages over %d bytes, count %d in %d bytes", n, off, p.Count, len(b))
+		}
+		// The body walked again without its packet: the same messages.
+		again, other := p.Messages(), wire.MessagesOf(p.Body(), p.Seq)
+		for i := 0; ; i++ {
+			m1, s1, ok1 := again.Next()
+			m2, s2, ok2 := other.Next()
+			if ok1 != ok2 || s1 != s2 || !bytes.Equal(m1, m2) {
+				t.Fatalf("message %d: MessagesOf gave %q (seq %d, %v), Messages %q (seq %d, %v)", i, m2, s2, ok2, m1, s1, ok1)
+			}
+			if !ok1 {
+				break
+			}
 		}
 		if p.IsHeartbeat() || p.IsEndOfSession() {
 			if n != 0 || len(b) != wire.HeaderLen {

@@ -68,10 +68,23 @@ func (p Packet) Messages() MessageIter { return MessageIter{body: p.body, seq: p
 
 // MessageIter walks the messages of a validated packet. The zero value
 // yields nothing.
+//
+// It checks each length prefix against what is left, so walking message
+// blocks that ParsePacket did not validate (see MessagesOf) yields their
+// whole messages and stops at the first that does not fit; it never reads
+// past them.
 type MessageIter struct {
 	body []byte
 	seq  Seq
 }
+
+// MessagesOf returns an iterator over body, message blocks
+// (length-prefixed messages) whose first has sequence number first. It
+// does not validate body: it is for blocks already validated, such as a
+// copy of a Packet's Body, walked again later without paying the check
+// twice. Blocks that were not validated are walked safely too (see
+// MessageIter), but may yield fewer messages than their header counts.
+func MessagesOf(body []byte, first Seq) MessageIter { return MessageIter{body: body, seq: first} }
 
 // Next returns the next message and its sequence number; ok is false after
 // the last one. msg is a sub-slice of the datagram.
