@@ -276,13 +276,16 @@ func (c *core) deliver(s *stream, it wire.MessageIter, first, end wire.Seq, feed
 	}
 	var n, nb uint64
 	on := c.cfg.onMessage
+	m := Message{Stream: s.id, PacketStart: true}
 	for {
 		msg, seq, ok := it.Next()
 		if !ok {
 			break
 		}
 		if on != nil {
-			on(Message{Stream: s.id, Seq: seq, Data: msg, PacketStart: n == 0})
+			m.Seq, m.Data = seq, msg
+			on(m)
+			m.PacketStart = false
 		}
 		n++
 		nb += uint64(len(msg))
