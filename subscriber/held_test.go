@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -120,4 +122,22 @@ func BenchmarkDrainBacklog(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPacketStart checks that PacketStart marks the first message each
+// packet delivers: in order, after the duplicate front of an overlapping
+// packet is skipped, and for a held packet delivered by drain.
+func TestPacketStart(t *testing.T) {
+	h := newHarness(t, Config{StartSeq: 1})
+	starts := map[wire.Seq]bool{}
+	h.c.cfg.onMessage = func(m Message) {
+		starts[m.Seq] = m.PacketStart
+		h.onMessage(m)
+	}
+	h.feed(srcA, pkt(sessA, 1, 3)) // 1-3 in order
+	h.feed(srcA, pkt(sessA, 7, 3)) // 7-9 held behind the gap 4-6
+	h.feed(srcA, pkt(sessA, 3, 4)) // 3 again, then 4-6; drains 7-9
+	want := map[wire.Seq]bool{1: true, 2: false, 3: false, 4: true, 5: false, 6: false, 7: true, 8: false, 9: false}
+	require.Equal(t, want, starts)
+	require.EqualValues(t, 1, h.stats().Duplicates)
 }
