@@ -299,6 +299,9 @@ func WriteTable(w io.Writer, r *Report) error {
 					fmt.Sprintf("%.1f", sr.MsgsPerPacket), fmt.Sprintf("%.0f", float64(sr.ReadBuffer)/(1<<20)), fmt.Sprint(sr.KernelDrops),
 					fmt.Sprint(sr.Gaps), fmt.Sprint(sr.Repairs), fmt.Sprint(sr.Lost), fmt.Sprint(sr.Missing), yes(sr.Complete), lat)
 			}
+			if l := cpuLine(t); l != "" {
+				fmt.Fprintln(&buf, l)
+			}
 			if t.Recovery != nil {
 				p := t.Recovery
 				fmt.Fprintf(&buf, "  recovery, gap found to repaired over %d gaps: p50 %s, p99 %s, max %s µs\n", p.Count, us(p.P50), us(p.P99), us(p.Max))
@@ -517,3 +520,29 @@ func yes(b bool) string {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
+
+// cpuLine says what CPU time each process of a throughput run spent per
+// message sent (user + system, getrusage), or "" when nothing was sent:
+// the bench's process (the publisher, its retransmitter and any goroutine
+// subscribers) and each subscriber in a process of its own. On a host
+// where they share the cores, what one spends the others lack.
+func cpuLine(t ThroughputRun) string {
+	if t.Sent.Messages == 0 || t.CPUSeconds <= 0 {
+		return ""
+	}
+	per := func(secs float64) string {
+		return fmt.Sprintf("%.0f ns (%.2f s)", secs*1e9/float64(t.Sent.Messages), secs)
+	}
+	var b strings.Builder
+	who := "this process"
+	if len(t.Subs) > 0 && t.Subs[0].CPUSeconds > 0 {
+		who = "publisher process"
+	}
+	fmt.Fprintf(&b, "  CPU per message sent: %s %s", who, per(t.CPUSeconds))
+	for _, sr := range t.Subs {
+		if sr.CPUSeconds > 0 {
+			fmt.Fprintf(&b, ", %s %s", sr.Name, per(sr.CPUSeconds))
+		}
+	}
+	return b.String()
+}
