@@ -69,6 +69,11 @@ func (m SendMode) String() string {
 // Sink that keeps it must copy it. SentPacket must not call back into the
 // Publication and should return quickly, since the next packets wait for
 // it.
+//
+// A retransmit.Cache is handed each packet through SentValidPacket instead
+// (the header's fields beside the message blocks, under the same rules),
+// so that it need not walk every message again to validate a packet the
+// publication encoded itself; only sinks of this module can take that path.
 type Sink interface {
 	SentPacket(pkt []byte)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/internal/validpkt"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -24,10 +25,14 @@ import (
 type Publication struct {
 	s         settings
 	afterSend []AfterSendSink // the Sinks that are AfterSendSinks
-	conn      sock.PacketConn
-	raw       *sock.Conn // the socket under any Wrap, for its GSO counters
-	local     netip.AddrPort
-	log       *slog.Logger
+	// valid[i] is Sinks[i] when it takes its packets with their header
+	// fields beside them (validpkt.Sink: this module's retransmit.Cache),
+	// nil for the others, which get the bytes.
+	valid []validpkt.Sink
+	conn  sock.PacketConn
+	raw   *sock.Conn // the socket under any Wrap, for its GSO counters
+	local netip.AddrPort
+	log   *slog.Logger
 
 	// turn orders publishers: a Publish or PublishBatch holds it while it
 	// waits for the rate limit or a free buffer and while it appends, so
@@ -168,10 +173,12 @@ func New(cfg Config) (*Publication, error) {
 	}
 	p.timer.Stop()
 	p.space.L = &p.mu
-	for _, sk := range s.Sinks {
+	p.valid = make([]validpkt.Sink, len(s.Sinks))
+	for i, sk := range s.Sinks {
 		if a, ok := sk.(AfterSendSink); ok {
 			p.afterSend = append(p.afterSend, a)
 		}
+		p.valid[i], _ = sk.(validpkt.Sink)
 	}
 	for i := range p.batch.Msgs {
 		p.batch.Msgs[i].Addr = s.group
@@ -642,8 +649,14 @@ func (p *Publication) sendData(first, n uint64) (bad uint64, firstErr error) {
 		h, _ := wire.ParseHeader(pkt)
 		msgs += uint64(h.MessageCount())
 		size += uint64(len(pkt))
-		for _, s := range p.s.Sinks {
-			s.SentPacket(pkt)
+		for j, s := range p.s.Sinks {
+			if v := p.valid[j]; v != nil {
+				// The ring's packets are the encoder's own: the count in
+				// the header is the messages it added.
+				v.SentValidPacket(validpkt.Packet{Session: h.Session, Seq: h.Seq, Count: h.Count, Body: pkt[wire.HeaderLen:]})
+			} else {
+				s.SentPacket(pkt)
+			}
 		}
 		next = h.Next()
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mdbus/mdbus/internal/validpkt"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -432,6 +433,27 @@ func (c *Cache) removePoller(s *Server) {
 	c.pollers.Store(&ps)
 }
 
+// SentValidPacket is SentPacket for a packet that this module's publisher
+// encoded itself (publisher.Publication calls it in SentPacket's stead):
+// the header's fields come beside the message blocks, and the walk over
+// every length prefix that SentPacket must make before it relies on them
+// is skipped. Only code in this module can make a validpkt.Packet.
+func (c *Cache) SentValidPacket(p validpkt.Packet) {
+	if p.Count == wire.CountHeartbeat || p.Count == wire.CountEndOfSession {
+		return
+	}
+	if p.Seq == wire.InvalidSeq || uint64(p.Seq)+uint64(p.Count) < uint64(p.Seq) || !p.Session.Valid() {
+		c.mu.Lock()
+		c.st.BadPackets++
+		c.mu.Unlock()
+	} else {
+		c.sentMessages(p.Session, p.Seq, p.Count, p.Body)
+	}
+	if c.pollers.Load() != nil {
+		c.sent.Add(1)
+	}
+}
+
 func (c *Cache) sentPacket(pkt []byte) {
 	p, err := wire.ParsePacket(pkt)
 	if err != nil {
@@ -443,22 +465,28 @@ func (c *Cache) sentPacket(pkt []byte) {
 	if p.MessageCount() == 0 {
 		return
 	}
+	c.sentMessages(p.Session, p.Seq, p.Count, p.Body())
+}
+
+// sentMessages stores the count messages of a validated packet of session
+// s, the first numbered first, whose blocks are body.
+func (c *Cache) sentMessages(s wire.Session, first wire.Seq, count uint16, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	slot := c.slotFor(p.Session)
-	it := p.Messages()
-	if nr := c.sessions[slot].newest(); nr.next != 0 && p.Seq < nr.next {
-		if !c.heldEqual(slot, p) {
+	slot := c.slotFor(s)
+	it := wire.MessagesOf(body, first)
+	if nr := c.sessions[slot].newest(); nr.next != 0 && first < nr.next {
+		if !c.heldEqual(slot, wire.MessagesOf(body, first)) {
 			c.restart(slot, 0)
 		} else {
 			// The part already held is a duplicate; the rest is stored.
-			k := min(uint64(nr.next-p.Seq), uint64(p.MessageCount()))
+			k := min(uint64(nr.next-first), uint64(count))
 			it.Skip(int(k))
 			c.st.Duplicates += k
 		}
 	}
 	seq, body := it.Rest()
-	k := uint64(p.MessageCount()) - uint64(seq-p.Seq)
+	k := uint64(count) - uint64(seq-first)
 	if k == 0 {
 		return
 	}
@@ -476,13 +504,13 @@ func (c *Cache) sentPacket(pkt []byte) {
 	c.put(slot, seq, uint16(k), body, nil)
 }
 
-// heldEqual reports whether every message of p below the session's next
-// sequence is held with the same bytes. c.mu is held.
-func (c *Cache) heldEqual(slot int, p wire.Packet) bool {
+// heldEqual reports whether every message that it walks below the
+// session's next sequence is held with the same bytes. c.mu is held.
+func (c *Cache) heldEqual(slot int, it wire.MessageIter) bool {
 	ss := &c.sessions[slot]
 	next := ss.newest().next
 	var cur cursor
-	for it := p.Messages(); ; {
+	for {
 		msg, seq, ok := it.Next()
 		if !ok || seq >= next {
 			return true
