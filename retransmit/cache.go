@@ -815,8 +815,8 @@ type cursor struct {
 // message returns the bytes of message seq, held in log entry g. They
 // alias a chunk: valid only while c.mu is held. cur speeds up reading
 // messages in sequence order. The entry's blocks were validated when
-// stored (a parsed packet or one message framed here), so the walk needs
-// no checks.
+// stored (a parsed packet, a packet this module's publisher encoded, or
+// one message framed here), so the walk needs no checks.
 func (c *Cache) message(g uint64, seq wire.Seq, cur *cursor) []byte {
 	e := c.log.at(g)
 	buf := c.chunks[e.chunk].buf[e.off : e.off+e.size]
