@@ -255,11 +255,16 @@ func TestAcceptanceNAKSuppression(t *testing.T) {
 	require.Greater(t, off, 4.0)
 	if race.Enabled {
 		// A few hundred losses under a 10x slower runtime, where every
-		// wake-up is late: only the direction is meaningful (CI once saw
-		// 17.7 against 21.9 there, with other packages' tests on both
-		// cores, where quieter runs give 4-6 against 18-26); the bound is
-		// checked at full size without -race (CI runs both).
-		require.Less(t, on, off)
+		// wake-up is late: the figures are logged, not compared. Quiet
+		// runs give 2-6 against 12-30, but with the other packages'
+		// tests on both cores the suppressed run sometimes asks as
+		// often as the other: CI saw 17.7 against 21.9 once, and 21.6
+		// against 19.2 on 430a972; beside a busy loop on one core, 1 of
+		// 12 runs came out inverted, on this build and on the one
+		// before these figures were taken (1ad6c76) alike. Here the
+		// race-enabled run checks what it is for (no data race, every
+		// message once and in order, nothing lost or refused); the
+		// bound is checked at full size without -race (CI runs both).
 		return
 	}
 	require.LessOrEqual(t, on, 1.5)
