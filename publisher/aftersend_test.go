@@ -64,13 +64,7 @@ func TestAfterSend(t *testing.T) {
 			rx := listen(t, group, "lo")
 			s := &afterSink{rx: rx.c, in: sock.NewBatch(64, wire.MaxPayloadSize)}
 			p := open(t, publisher.Config{Group: group, Send: sendMode(inline), Sinks: []publisher.Sink{s, nopSink{}}, HeartbeatInterval: -1})
-			const msgs = 200
-			for i := range msgs {
-				_, err := p.Publish([]byte{byte(i)})
-				require.NoError(t, err)
-			}
-			require.NoError(t, p.Flush(t.Context()))
-			require.NoError(t, p.Close())
+			publishAll(t, p, 200, func(i int) []byte { return []byte{byte(i)} })
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			require.Positive(t, s.offered)

@@ -227,3 +227,15 @@ func (f *faultyConn) WriteBatch(b *sock.Batch, n int) (int, error) {
 	}
 	return f.PacketConn.WriteBatch(b, n)
 }
+
+// publishAll publishes msg(i) for i in [0, n) one at a time, then flushes
+// and closes p, so every packet has reached its sinks and the kernel.
+func publishAll(t *testing.T, p *publisher.Publication, n int, msg func(i int) []byte) {
+	t.Helper()
+	for i := range n {
+		_, err := p.Publish(msg(i))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Flush(t.Context()))
+	require.NoError(t, p.Close())
+}

@@ -43,12 +43,7 @@ func TestValidSink(t *testing.T) {
 	v, rec := &validSink{}, &recordingSink{}
 	p := open(t, publisher.Config{Group: group, Sinks: []publisher.Sink{v, rec}, HeartbeatInterval: -1})
 	const msgs = 500
-	for i := range msgs {
-		_, err := p.Publish(make([]byte, i%300))
-		require.NoError(t, err)
-	}
-	require.NoError(t, p.Flush(t.Context()))
-	require.NoError(t, p.Close())
+	publishAll(t, p, msgs, func(i int) []byte { return make([]byte, i%300) })
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	require.Zero(t, v.bytes)
