@@ -442,7 +442,7 @@ func (c *Cache) SentValidPacket(p validpkt.Packet) {
 	if p.Count == wire.CountHeartbeat || p.Count == wire.CountEndOfSession {
 		return
 	}
-	if p.Seq == wire.InvalidSeq || uint64(p.Seq)+uint64(p.Count) < uint64(p.Seq) || !p.Session.Valid() {
+	if (wire.Header{Session: p.Session, Seq: p.Seq, Count: p.Count}).CheckData() != nil {
 		c.mu.Lock()
 		c.st.BadPackets++
 		c.mu.Unlock()

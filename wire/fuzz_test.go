@@ -40,6 +40,16 @@ func FuzzParsePacket(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// A data header CheckData refuses, ParsePacket refuses with the
+		// same error.
+		if h, err := wire.ParseHeader(b); err == nil && !h.IsHeartbeat() && !h.IsEndOfSession() {
+			if herr := h.CheckData(); herr != nil {
+				if _, perr := wire.ParsePacket(b); perr != herr {
+					t.Fatalf("CheckData: %v, ParsePacket: %v", herr, perr)
+				}
+			}
+		}
+
 		// MessagesOf walks any bytes as message blocks: whole messages
 		// only, each a capped sub-slice of b, never past its end.
 		off, n := 0, 0
@@ -67,6 +77,11 @@ func FuzzParsePacket(f *testing.F) {
 		}
 		if p.Len() != len(b) {
 			t.Fatalf("Len() = %d, datagram is %d bytes", p.Len(), len(b))
+		}
+		if !p.IsHeartbeat() && !p.IsEndOfSession() {
+			if err := p.Header.CheckData(); err != nil {
+				t.Fatalf("CheckData of a parsed data packet: %v", err)
+			}
 		}
 		h, err := wire.ParseHeader(b)
 		if err != nil || h != p.Header {

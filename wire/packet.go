@@ -31,11 +31,8 @@ func ParsePacket(b []byte) (Packet, error) {
 			return Packet{}, ErrEndOfSessionData
 		}
 	default:
-		if h.Seq == InvalidSeq {
-			return Packet{}, ErrZeroSeq
-		}
-		if uint64(h.Seq)+uint64(h.Count) < uint64(h.Seq) {
-			return Packet{}, ErrSeqOverflow
+		if err := h.checkRange(); err != nil {
+			return Packet{}, err
 		}
 		// One bounds check per message: a message cut short shows as a
 		// length field past the end or, for the last one, as off past it

@@ -176,3 +176,26 @@ func (h Header) MessageCount() int {
 // Next is the sequence after the last message the header carries; for a
 // heartbeat or end of session it is the header's own sequence.
 func (h Header) Next() Seq { return h.Seq + Seq(h.MessageCount()) }
+
+// CheckData checks the header of a data packet as ParsePacket does before
+// it walks the messages: a printable session, a sequence other than 0, and
+// Count messages from it that do not pass the largest sequence. Count is
+// taken as a message count: call it for a header that is neither a
+// heartbeat nor an end of session.
+func (h Header) CheckData() error {
+	if !h.Session.Valid() {
+		return ErrBadSession
+	}
+	return h.checkRange()
+}
+
+// checkRange is CheckData without the session.
+func (h Header) checkRange() error {
+	if h.Seq == InvalidSeq {
+		return ErrZeroSeq
+	}
+	if uint64(h.Seq)+uint64(h.Count) < uint64(h.Seq) {
+		return ErrSeqOverflow
+	}
+	return nil
+}
