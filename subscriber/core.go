@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/mdbus/mdbus/internal/alarm"
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/wire"
@@ -129,7 +130,7 @@ type core struct {
 	reqTo   []netip.AddrPort        // with retrPort: poll's destination of each request
 	nreqs   []nak.Range             // Poll scratch
 	nlost   []nak.Range             // Poll scratch
-	wake    chan struct{}           // capacity 1: a gap fell due before timerAt; nil without a timer
+	alarm   *alarm.Clock            // wakes the timer goroutine at timerAt; nil without one
 	timerAt monotime.Time           // when the timer goroutine will poll next
 }
 

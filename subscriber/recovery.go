@@ -2,12 +2,12 @@ package subscriber
 
 import (
 	"cmp"
-	"math"
 	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/mdbus/mdbus/internal/alarm"
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/wire"
@@ -24,7 +24,7 @@ type Loss struct {
 func (l Loss) Len() uint64 { return uint64(l.To - l.From) }
 
 // maxTime is "never" for the timer.
-const maxTime = monotime.Time(math.MaxInt64)
+const maxTime = alarm.Never
 
 // Recovery-time histograms count microseconds from 1 µs to 60 s with 3
 // significant digits (about 136 KiB each). Longer recoveries are recorded
@@ -133,14 +133,13 @@ func (c *core) gapFound(s *stream, from, to wire.Seq, now monotime.Time) {
 	c.rearm(d)
 }
 
-// rearm wakes the timer goroutine when d's next deadline is earlier than
-// the one it sleeps towards.
+// rearm sets the timer goroutine's alarm to d's next deadline when that
+// is earlier than the one it sleeps towards.
 func (c *core) rearm(d *nak.LossDetector) {
 	if t, ok := d.Next(); ok && t < c.timerAt {
 		c.timerAt = t
-		select {
-		case c.wake <- struct{}{}:
-		default: // a wake is pending already (or there is no timer)
+		if c.alarm != nil {
+			c.alarm.Set(t)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/mdbus/mdbus/internal/alarm"
 	"github.com/mdbus/mdbus/internal/cfgcheck"
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
@@ -545,7 +546,7 @@ type Subscriber struct {
 	granted int
 
 	closed  atomic.Bool
-	quit    chan struct{} // closed by Close: stops the timer goroutine
+	quit    chan struct{} // closed by Close: ends a reader's wait before a retry
 	done    chan struct{} // closed when the primary reader stops
 	wg      sync.WaitGroup
 	errMu   sync.Mutex
@@ -582,6 +583,7 @@ func New(cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.c.alarm = alarm.New() // before the readers, which set it (core.rearm)
 	for _, r := range s.readers {
 		s.wg.Add(1)
 		go s.run(r)
@@ -657,7 +659,6 @@ func open(cfg Config) (s *Subscriber, err error) {
 		s.out = sock.NewBatch(requestBatchSize, 0)
 		s.reqBuf = make([]byte, requestBatchSize*wire.RequestLen)
 	}
-	s.c.wake = make(chan struct{}, 1)
 	s.linkPolls()
 	return s, nil
 }
@@ -836,6 +837,9 @@ func (s *Subscriber) Close() error {
 		return ErrClosed
 	}
 	close(s.quit)
+	if s.c.alarm != nil {
+		s.c.alarm.Close()
+	}
 	cerr := s.closeConns()
 	s.wg.Wait()
 	s.errMu.Lock()

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/alarm"
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/wire"
@@ -51,11 +52,12 @@ func TestTimerGoroutineOnVirtualTime(t *testing.T) {
 		rec := &sentNAKs{}
 		s := &Subscriber{cfg: cfg, c: h.c, quit: make(chan struct{}), repair: rec,
 			out: sock.NewBatch(requestBatchSize, 0), reqBuf: make([]byte, requestBatchSize*wire.RequestLen)}
-		h.c.wake = make(chan struct{}, 1)
+		h.c.alarm = alarm.NewGo() // a Go timer: the bubble's clock
 		s.wg.Add(1)
 		go s.runTimer()
 		defer func() {
 			close(s.quit)
+			h.c.alarm.Close()
 			s.wg.Wait()
 		}()
 		feed := func(b []byte) {

@@ -36,7 +36,7 @@ type rule struct {
 }
 
 // helpers are the low-level packages that any role may use.
-var helpers = []string{"packetconn", "internal/sock", "internal/monotime", "internal/logx", "internal/ratelimit", "internal/cfgcheck"}
+var helpers = []string{"packetconn", "internal/sock", "internal/monotime", "internal/alarm", "internal/logx", "internal/ratelimit", "internal/cfgcheck"}
 
 func with(extra ...string) []string { return append(slices.Clone(helpers), extra...) }
 
@@ -50,6 +50,7 @@ var rules = []rule{
 	{pattern: "internal/cfgcheck", rank: 0},
 	{pattern: "internal/regfile", rank: 0},
 	{pattern: "internal/ratelimit", rank: 1, may: []string{"internal/monotime"}},
+	{pattern: "internal/alarm", rank: 1, may: []string{"internal/monotime"}},
 	{pattern: "internal/verify", rank: 0},
 	{pattern: "internal/synth", rank: 0},
 	{pattern: "internal/sock", rank: 1, may: []string{"packetconn", "internal/monotime", "internal/cfgcheck"}},
