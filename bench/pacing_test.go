@@ -54,6 +54,7 @@ func pace(t *testing.T, ctx context.Context, p loopParams) (sendResult, []pacedS
 		if p.batch == 0 {
 			p.batch = 64
 		}
+		p.goTimers = true
 		r = sendLoop(ctx, f, newRing(Sizes{}, p.batch, 1), p)
 	})
 	for i := range f.sends {
@@ -130,7 +131,7 @@ func TestSendLoopInterrupted(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond+time.Microsecond)
 		defer cancel()
 		f := &fakeSender{}
-		r = sendLoop(ctx, f, newRing(Sizes{}, 64, 1), loopParams{rate: 1000, duration: 10 * time.Second, batch: 64})
+		r = sendLoop(ctx, f, newRing(Sizes{}, 64, 1), loopParams{rate: 1000, duration: 10 * time.Second, batch: 64, goTimers: true})
 		sends = f.sends
 	})
 	require.True(t, r.interrupted)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/alarm"
+	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/wire"
 )
 
@@ -128,6 +130,9 @@ type loopParams struct {
 	// at millions of messages per second a sleep per message would spend
 	// the CPU in the runtime's timers rather than in the bus.
 	quantum time.Duration
+	// goTimers makes the sleeps between bursts wait on a Go timer alone
+	// (alarm.NewGo), as a test in a testing/synctest bubble needs.
+	goTimers bool
 }
 
 type sendResult struct {
@@ -165,6 +170,17 @@ func sendLoop(ctx context.Context, snd sender, ring *messageRing, p loopParams) 
 		limit = uint64(p.count)
 	}
 	r.start = start
+	// The sleeps between bursts wait on an alarm (see waitUntil).
+	var clk *alarm.Clock
+	switch {
+	case p.rate > 0 && p.goTimers:
+		clk = alarm.NewGo()
+	case p.rate > 0:
+		clk = alarm.New()
+	}
+	if clk != nil {
+		defer clk.Close()
+	}
 	var k uint64
 	for k < limit {
 		now := Now()
@@ -197,7 +213,7 @@ func sendLoop(ctx context.Context, snd sender, ring *messageRing, p loopParams) 
 				if p.quantum > 0 {
 					ahead = max(0, math.Floor(float64(p.quantum)/period)-1)
 				}
-				waitUntil(start+int64((float64(k)+ahead)*period), p.spin, end)
+				waitUntil(clk, start+int64((float64(k)+ahead)*period), p.spin, end)
 				continue
 			}
 			n = min(due-k, n)
@@ -231,17 +247,22 @@ func sendLoop(ctx context.Context, snd sender, ring *messageRing, p loopParams) 
 	return r
 }
 
-// waitUntil returns at time t or at end, whichever is first: it sleeps
-// until spin before t (Go's timers on Linux wake up to a millisecond late),
-// then busy-waits.
-func waitUntil(t int64, spin time.Duration, end int64) {
+// waitUntil returns at time t or at end, whichever is first: it sleeps on
+// clk until spin before t, then busy-waits. clk, not time.Sleep: in an
+// idle process Go's timers wake up to a millisecond late (internal/alarm),
+// and any other wake-up in the process meanwhile (a publisher's lingering
+// packet, a subscriber's NAK timer) restarts that rounding, so the
+// bursts' lateness, which every message's latency includes, depended on
+// what else the process did.
+func waitUntil(clk *alarm.Clock, t int64, spin time.Duration, end int64) {
 	t = min(t, end)
 	d := time.Duration(t - Now())
 	if d <= 0 {
 		return
 	}
 	if d > spin {
-		time.Sleep(d - spin)
+		clk.Set(monotime.Now().Add(d - spin))
+		clk.Wait()
 	}
 	// Busy-wait, but give the CPU to any other runnable thread on each
 	// turn (sched_yield), and this goroutine's P to any runnable goroutine

@@ -100,7 +100,7 @@ func openCaptured(t *testing.T, cfg publisher.Config) (*publisher.Publication, *
 		}
 		return cc
 	}
-	p, err := publisher.New(cfg)
+	p, err := publisher.New(publisher.GoTimers(cfg))
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	return p, cc

@@ -197,6 +197,11 @@ type Config struct {
 	Wrap func(packetconn.PacketConn) packetconn.PacketConn
 	// Logger receives rare events (send errors). Default: discard.
 	Logger *slog.Logger
+	// goTimers puts the sending goroutine on Go timers alone, without
+	// the kernel's timer beside them (Publication.nudge): a test in a
+	// testing/synctest bubble needs it, since a goroutine waiting on the
+	// network poller stops virtual time. Set by export_test.go.
+	goTimers bool
 }
 
 // Defaults.

@@ -3,11 +3,14 @@ package publisher_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/mdbus/mdbus/internal/netlab"
+	"github.com/mdbus/mdbus/internal/race"
+	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/publisher"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
@@ -110,4 +113,57 @@ func TestLingerUnderLoad(t *testing.T) {
 	pkts := publishTight(t, rx, p, n, size)
 	perPacket := (wire.DefaultPayloadSizeIPv4 - wire.HeaderLen) / (size + wire.MsgLenLen)
 	require.Len(t, pkts, (n+perPacket-1)/perPacket, "every packet but the last is full")
+}
+
+// sendTimes records when each WriteBatch came, on the real clock.
+type sendTimes struct {
+	sock.PacketConn
+	at chan time.Time
+}
+
+func (s *sendTimes) WriteBatch(b *sock.Batch, n int) (int, error) {
+	select {
+	case s.at <- time.Now():
+	default:
+	}
+	return s.PacketConn.WriteBatch(b, n)
+}
+
+// TestLingerOnTime checks, on the real clock, that a lingering packet
+// leaves about Linger after its message in an otherwise idle program,
+// not a millisecond late: Go's network poller rounds an idle program's
+// timer waits up to whole milliseconds, so a Go timer alone sent a 200 µs
+// linger's packet after 1.0-1.3 ms (the kernel's timer beside it,
+// internal/alarm, wakes the sending goroutine instead). The bound, a
+// median under Linger + 600 µs over 21 packets, leaves the kernel's
+// wake-up (about 100 µs with its lag on the development VM) six times its
+// room and still fails on the Go timer's millisecond. Not under the race
+// detector, whose slowdown is not the idle program measured.
+func TestLingerOnTime(t *testing.T) {
+	netlab.Require(t)
+	if race.Enabled {
+		t.Skip("timing under -race measures the detector")
+	}
+	const linger = 200 * time.Microsecond
+	st := &sendTimes{at: make(chan time.Time, 1)}
+	group := netip.MustParseAddrPort("239.10.0.42:31442")
+	p := open(t, publisher.Config{Group: group, Linger: linger, HeartbeatInterval: -1,
+		Wrap: func(c sock.PacketConn) sock.PacketConn { st.PacketConn = c; return st }})
+	var waited []time.Duration
+	for range 21 {
+		time.Sleep(2 * time.Millisecond) // idle: the sender parked
+		_, err := p.Publish([]byte("linger"))
+		require.NoError(t, err)
+		start := time.Now()
+		select {
+		case at := <-st.at:
+			waited = append(waited, at.Sub(start))
+		case <-time.After(10 * time.Second): // a bound for a hung test, not a measure
+			t.Fatal("the lingering packet never left")
+		}
+	}
+	slices.Sort(waited)
+	t.Logf("Linger %v: packet sent after min %v, median %v, max %v", linger, waited[0], waited[len(waited)/2], waited[len(waited)-1])
+	require.GreaterOrEqual(t, waited[0], linger-50*time.Microsecond, "a partial packet waits for Linger")
+	require.Less(t, waited[len(waited)/2], linger+600*time.Microsecond, "median; all: %v", waited)
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mdbus/mdbus/internal/alarm"
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/internal/validpkt"
@@ -65,6 +66,7 @@ type Publication struct {
 
 	wake      chan struct{} // capacity 1: wakes the parked sending goroutine
 	timer     *time.Timer   // the sending goroutine's: heartbeat, linger, grace
+	nudge     *alarm.Nudge  // with Linger: wakes it on the kernel's timer too; nil otherwise
 	closingCh chan struct{} // closed when Close starts: interrupts rate waits
 	exited    chan struct{} // closed when the sending goroutine returns
 	closeDone chan struct{} // closed when Close returns
@@ -189,8 +191,25 @@ func New(cfg Config) (*Publication, error) {
 	p.log.Debug("publisher: open", "group", s.group, "interface", s.Interface, "local", p.local,
 		"session", s.session.String(), "first_seq", s.FirstSeq, "payload_size", s.PayloadSize,
 		"write_buffer_granted", c.WriteBufferGranted, "gso", c.GSOStats().Active)
+	if s.Linger > 0 && !s.goTimers {
+		// A Go timer alone wakes a parked goroutine up to a millisecond
+		// late in an idle program (internal/alarm), so a packet set to
+		// linger 200 µs waited five times that.
+		p.nudge = alarm.NewNudge(p.nudged)
+	}
 	go p.run()
 	return p, nil
+}
+
+// nudged wakes the sending goroutine when the kernel's timer fires (see
+// Publication.nudge). Without p.mu: a wake it leaves pending when the
+// goroutine is not parked makes its next park return at once, and the
+// goroutine looks again at what is due.
+func (p *Publication) nudged() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Publish publishes a copy of msg and returns its sequence number. How
@@ -359,6 +378,7 @@ func (p *Publication) Close() error {
 	p.turn.give()
 
 	<-p.exited
+	p.nudge.Close()
 	cerr := p.conn.Close()
 	p.pace.stop()
 	p.mu.Lock()
@@ -561,6 +581,7 @@ func (p *Publication) handOffLocked() {
 		if due := r.openedAt.Add(p.s.Linger); p.parked && due < p.timerAt {
 			p.timerAt = due
 			p.timer.Reset(w)
+			p.nudge.Set(due)
 		}
 	case r.open:
 		p.kickLocked()
@@ -781,6 +802,7 @@ func (p *Publication) parkLocked() {
 	}
 	if due != never {
 		p.timer.Reset(max(due.Sub(now), 0))
+		p.nudge.Set(due) // arms only a lingering packet's near time
 	} else {
 		p.timer.Stop()
 	}

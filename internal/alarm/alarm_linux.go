@@ -47,13 +47,9 @@ func (t *timerFD) run(kick func()) {
 	}
 }
 
-func (t *timerFD) set(d time.Duration, never bool) {
-	var its unix.ItimerSpec // zero: disarmed
-	if !never {
-		// Due already: the shortest timer, which expires at once (a
-		// zero it_value would disarm it).
-		its.Value = unix.NsecToTimespec(max(int64(d), 1))
-	}
+func (t *timerFD) set(d time.Duration) {
+	// A zero it_value would disarm the timer: at least 1 ns.
+	its := unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
 	// Control fails only once the file is closed: nothing to wake.
 	_ = t.rc.Control(func(fd uintptr) {
 		_ = unix.TimerfdSettime(int(fd), 0, &its, nil)
