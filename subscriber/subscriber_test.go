@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -364,6 +365,21 @@ func TestCloseTwice(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, s.Close(), ErrClosed)
 	require.Zero(t, s.Stats().Datagrams) // still readable
+}
+
+// TestTimerAlarmIsPrecise: New gives the NAK timer goroutine the kernel's
+// timer beside the Go timer on Linux (internal/alarm; a Go timer alone
+// woke a 100 µs NAK delay a millisecond late), and Close stops it.
+func TestTimerAlarmIsPrecise(t *testing.T) {
+	netlab.Require(t)
+	s, err := New(Config{Group: netip.MustParseAddrPort("239.7.2.9:31018"), Logger: discard,
+		Recovery: Recovery{Retransmitter: repairer}})
+	require.NoError(t, err)
+	if runtime.GOOS == "linux" {
+		require.True(t, s.c.alarm.Precise(), "the NAK timer has the kernel's timer")
+	}
+	require.NoError(t, s.Close())
+	require.False(t, s.c.alarm.Wait(), "Close closed the alarm")
 }
 
 // failing is a socket whose reads fail after the first: the error stops the
