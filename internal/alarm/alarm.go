@@ -96,7 +96,7 @@ func (c *Clock) Precise() bool { return c.nudge.Precise() }
 
 // Set makes Wait return at t (monotime), or at once when t is not after
 // now; Never leaves the clock unset. It replaces the time set before. A
-// Set after Close does nothing.
+// Set after Close wakes nothing.
 func (c *Clock) Set(at monotime.Time) {
 	c.mu.Lock()
 	c.at = at
@@ -118,6 +118,11 @@ func (c *Clock) kick() {
 // the clock is closed.
 func (c *Clock) Wait() bool {
 	for {
+		select {
+		case <-c.quit:
+			return false
+		default:
+		}
 		c.mu.Lock()
 		at := c.at
 		now := monotime.Now()

@@ -76,6 +76,7 @@ func TestGoClockOnVirtualTime(t *testing.T) {
 		require.False(t, c.Wait(), "closed stays closed")
 		c.Close()
 		c.Set(monotime.Now()) // after Close: nothing
+		require.False(t, c.Wait(), "a time set after Close wakes nothing")
 	})
 }
 
