@@ -68,8 +68,10 @@ type Clock struct {
 }
 
 // kernelTimer is the platform's precise timer: set arms it to call its
-// function d from now (d <= 0: at once), replacing the time before; close
-// stops it and waits for its goroutine to return.
+// function d from now (d <= 0: at once), replacing the time before,
+// without allocating; close stops it and waits for its goroutine to
+// return. The Nudge calls both under its mutex, and set never after
+// close.
 type kernelTimer interface {
 	set(d time.Duration)
 	close()

@@ -3,7 +3,6 @@ package alarm
 import (
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,8 +14,9 @@ import (
 // kernel does not share.
 type timerFD struct {
 	f    *os.File
-	rc   syscall.RawConn
-	done chan struct{} // closed when the helper returns
+	fd   int             // f's descriptor, for set: only under the Nudge's mutex, before close
+	its  unix.ItimerSpec // set's, so that arming allocates nothing
+	done chan struct{}   // closed when the helper returns
 }
 
 func newKernelTimer(kick func()) (kernelTimer, error) {
@@ -24,13 +24,7 @@ func newKernelTimer(kick func()) (kernelTimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alarm: timerfd_create: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "alarm-timerfd")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("alarm: timerfd: %w", err)
-	}
-	t := &timerFD{f: f, rc: rc, done: make(chan struct{})}
+	t := &timerFD{f: os.NewFile(uintptr(fd), "alarm-timerfd"), fd: fd, done: make(chan struct{})}
 	go t.run(kick)
 	return t, nil
 }
@@ -48,12 +42,12 @@ func (t *timerFD) run(kick func()) {
 }
 
 func (t *timerFD) set(d time.Duration) {
-	// A zero it_value would disarm the timer: at least 1 ns.
-	its := unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
-	// Control fails only once the file is closed: nothing to wake.
-	_ = t.rc.Control(func(fd uintptr) {
-		_ = unix.TimerfdSettime(int(fd), 0, &its, nil)
-	})
+	// A zero it_value would disarm the timer: at least 1 ns. The raw
+	// descriptor, not the file's RawConn.Control, whose closure allocated
+	// twice per call: the Nudge's mutex keeps set and close apart, and
+	// close comes last, so the descriptor is still this timer's.
+	t.its.Value = unix.NsecToTimespec(max(int64(d), 1))
+	_ = unix.TimerfdSettime(t.fd, 0, &t.its, nil)
 }
 
 func (t *timerFD) close() {
