@@ -323,7 +323,8 @@ func TestTableMentionsEveryRun(t *testing.T) {
 		Throughput: []ThroughputRun{{Name: "mdbus 64B", Subs: []SubResult{{Name: "sub1"}}, Error: "boom\nbang"},
 			{Name: "mdbus 64B loss 1%", Loss: 0.01, Recovery: &Percentiles{Count: 15699, P50: 405e3, P99: 10.4e6, Max: 17e6},
 				Sent: Counts{Messages: 36e6}, CPUSeconds: 2.567,
-				Subs: []SubResult{{Name: "sub1", Gaps: 15699, NAKs: 15942, Retries: 78, HeldMax: 12172, CPUSeconds: 2.4675}}}},
+				Subs: []SubResult{{Name: "sub1", Gaps: 15699, NAKs: 15942, Retries: 78, HeldMax: 12172, CPUSeconds: 2.4675,
+					AskedP50: 150e-6, AskedP99: 2.981e-3, AnsweredP50: 105e-6, AnsweredP99: 4.351e-3}}}},
 		Latency: []LatencyRun{{Name: "raw rtt", Wire: &Percentiles{}, RecvPath: &Percentiles{}},
 			{Name: strings.Repeat("a long ping-pong run name ", 6), Sent: 1 << 40, Received: 1 << 40, Total: Percentiles{P50: 1 << 50, Max: 1 << 60},
 				ClosedLoop: &ClosedLoop{RoundTripsPerSec: 26974, PingCPU: 0.98, PongCPU: 0.96, PingInline: ptrF(1), PongInline: ptrF(1)}}},
@@ -340,6 +341,7 @@ func TestTableMentionsEveryRun(t *testing.T) {
 	out := buf.String()
 	for _, s := range []string{"INTERRUPTED", "mdbus 64B", "raw rtt", "wire", "pass", "FAIL", "note: n1", "boom; bang",
 		"gap found to repaired over 15699 gaps: p50 405.0", "sub1: 15,942 re-requests, 78 retries", "12,172 packets held",
+		"asked once: re-request p50 150.0, p99 2981 µs after the gap; repair p50 105.0, p99 4351 µs after it",
 		"CPU per message sent: publisher process 71 ns (2.57 s), sub1 69 ns (2.47 s)"} {
 		require.Contains(t, out, s)
 	}

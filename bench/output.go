@@ -309,6 +309,10 @@ func WriteTable(w io.Writer, r *Report) error {
 					if sr.NAKs > 0 {
 						fmt.Fprintf(&buf, "  %s: %s re-requests, %s retries (no answer within the retry interval), %s confirms \"later\", at most %s packets held\n",
 							sr.Name, count(float64(sr.NAKs)), count(float64(sr.Retries)), count(float64(sr.ConfirmsLater)), count(float64(sr.HeldMax)))
+						if sr.AnsweredP50 > 0 {
+							fmt.Fprintf(&buf, "    asked once: re-request p50 %s, p99 %s µs after the gap; repair p50 %s, p99 %s µs after it\n",
+								us(int64(sr.AskedP50*1e9)), us(int64(sr.AskedP99*1e9)), us(int64(sr.AnsweredP50*1e9)), us(int64(sr.AnsweredP99*1e9)))
+						}
 					}
 				}
 			}

@@ -176,6 +176,13 @@ type SubResult struct {
 	Retries       uint64 `json:"retries,omitempty"`
 	ConfirmsLater uint64 `json:"confirms_later,omitempty"`
 	HeldMax       int    `json:"held_max,omitempty"`
+	// Asked* and Answered* split an mdbus subscriber's recoveries of
+	// ranges asked once (subscriber.Stats.AskedP50): finding the gap to
+	// its re-request, and the re-request to its repair; seconds.
+	AskedP50    float64 `json:"asked_p50_s,omitempty"`
+	AskedP99    float64 `json:"asked_p99_s,omitempty"`
+	AnsweredP50 float64 `json:"answered_p50_s,omitempty"`
+	AnsweredP99 float64 `json:"answered_p99_s,omitempty"`
 	// Drops counts the datagrams the mdbus subscriber dropped, by reason
 	// (subscriber.DropReason names), when any were.
 	Drops map[string]uint64 `json:"drops,omitempty"`

@@ -247,6 +247,8 @@ func (r *mdbusReceiver) counters(res *SubResult) {
 	res.Lost = max(r.sink.missing, st.LostMessages)
 	res.Packets = r.cnt.data.Load()
 	res.NAKs, res.Retries, res.ConfirmsLater, res.HeldMax = st.NAKs, st.Retries, st.ConfirmsLater, st.HeldMax
+	res.AskedP50, res.AskedP99 = st.AskedP50.Seconds(), st.AskedP99.Seconds()
+	res.AnsweredP50, res.AnsweredP99 = st.AnsweredP50.Seconds(), st.AnsweredP99.Seconds()
 	for i, n := range st.Drops {
 		if n > 0 {
 			if res.Drops == nil {

@@ -198,3 +198,34 @@ func TestWindowWaitKeepsDeadline(t *testing.T) {
 	require.Zero(t, d.Pending())
 	requireInvariants(t, d)
 }
+
+// TestLastRTTAndWait: a range asked once and filled gives its round trip
+// (NAK to repair) and its wait (reported to NAK); one asked twice gives
+// neither (Karn's rule), nor does a fill of nothing asked.
+func TestLastRTTAndWait(t *testing.T) {
+	d := NewLossDetector(Config{Generator: FixedDelay(2 * ms)})
+	d.OnGap(t0, rg(1, 5))
+	reqs, _ := d.Poll(t0.Add(3*ms), nil, nil) // due at 2 ms, sent late at 3
+	require.Equal(t, []Range{rg(1, 5)}, reqs)
+	d.OnReceived(t0.Add(3*ms+400*time.Microsecond), rg(1, 5))
+	rtt, ok := d.LastRTT()
+	require.True(t, ok)
+	require.Equal(t, 400*time.Microsecond, rtt)
+	wait, ok := d.LastWait()
+	require.True(t, ok)
+	require.Equal(t, 3*ms, wait)
+
+	d.OnGap(t0.Add(10*ms), rg(10, 12))
+	reqs, _ = d.Poll(t0.Add(12*ms), nil, nil)
+	require.Equal(t, []Range{rg(10, 12)}, reqs)
+	reqs, _ = d.Poll(t0.Add(12*ms+DefaultRetry), nil, nil)
+	require.Equal(t, []Range{rg(10, 12)}, reqs, "asked again")
+	d.OnReceived(t0.Add(30*ms), rg(10, 12))
+	_, ok = d.LastRTT()
+	require.False(t, ok, "asked twice: ambiguous")
+	_, ok = d.LastWait()
+	require.False(t, ok)
+	d.OnReceived(t0.Add(31*ms), rg(40, 41))
+	_, ok = d.LastWait()
+	require.False(t, ok, "nothing asked was filled")
+}

@@ -59,10 +59,11 @@ type LossDetector struct {
 	due   monotime.Time
 	exact bool
 
-	// rtt is the round trip the last OnReceived measured; rttOK says it
-	// measured one (see LastRTT).
-	rtt   time.Duration
-	rttOK bool
+	// rtt is the round trip the last OnReceived measured, wait the time
+	// its range waited for its NAK; rttOK says it measured them (see
+	// LastRTT).
+	rtt, wait time.Duration
+	rttOK     bool
 
 	st Stats
 }
@@ -220,6 +221,7 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 	if e := &d.entries[i]; e.naks == 1 && !e.held && !e.doomed && e.from <= r.From {
 		// Asked once, answered: an unambiguous round trip (Karn's rule).
 		d.rtt, d.rttOK = max(now.Sub(e.asked), 0), true
+		d.wait = max(e.asked.Sub(e.firstSeen), 0)
 	}
 	if e := &d.entries[i]; e.from < r.From && e.to > r.To {
 		// r lies strictly inside e: split it in two.
@@ -269,6 +271,13 @@ func (d *LossDetector) OnReceived(now monotime.Time, r Range) (filled uint64, ag
 // than once, which makes the sample ambiguous; not asked yet; or held
 // back by the server, see OnConfirm).
 func (d *LossDetector) LastRTT() (time.Duration, bool) { return d.rtt, d.rttOK }
+
+// LastWait returns, when LastRTT reports a round trip, how long the range
+// it measured waited from being reported missing to its NAK (the back-off,
+// the NAK delay and the time the NAK took to leave); false otherwise. The
+// two split a recovery time into the subscriber's part and the
+// retransmitter's and network's.
+func (d *LossDetector) LastWait() (time.Duration, bool) { return d.wait, d.rttOK }
 
 // hurry handles a partial answer that ended at from: the entries already
 // asked for that follow from without a break, up to MaxRequest messages,

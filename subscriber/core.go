@@ -132,6 +132,10 @@ type core struct {
 	nlost   []nak.Range             // Poll scratch
 	alarm   *alarm.Clock            // wakes the timer goroutine at timerAt; nil without one
 	timerAt monotime.Time           // when the timer goroutine will poll next
+
+	// The two parts of the recoveries of ranges asked once (recordSplit),
+	// µs; nil until the first.
+	askedHist, answeredHist *hdrhistogram.Histogram
 }
 
 // arrival is the context of one datagram: when and from where it arrived,
@@ -284,6 +288,8 @@ func (c *core) stats() Stats {
 		st.SharedLoss, st.Backoff = c.backoff.Shared(), c.backoff.Window()
 	}
 	st.RecoveryP50, st.RecoveryP99, st.RecoveryMax = percentiles(c.hist)
+	st.AskedP50, st.AskedP99, _ = percentiles(c.askedHist)
+	st.AnsweredP50, st.AnsweredP99, _ = percentiles(c.answeredHist)
 	if len(c.ask.addrs) > 0 {
 		st.Asking = c.ask.addrs[c.ask.cur]
 	}

@@ -155,8 +155,12 @@ func (c *core) received(s *stream, from, to wire.Seq, a arrival) {
 	if filled == 0 {
 		return
 	}
-	if rtt, ok := s.nak.LastRTT(); ok && a.repair && c.backoff != nil {
-		c.backoff.ObserveRTT(rtt)
+	if rtt, ok := s.nak.LastRTT(); ok && a.repair {
+		if c.backoff != nil {
+			c.backoff.ObserveRTT(rtt)
+		}
+		wait, _ := s.nak.LastWait()
+		c.recordSplit(wait, rtt)
 	}
 	// A repair that fills the front of a requested range makes the
 	// detector ask for the rest sooner (nak.Config.Continue) than the
@@ -189,6 +193,23 @@ func (c *core) record(s *stream, age time.Duration) {
 	}
 	_ = s.hist.RecordValue(v) // in range: clamped above
 	_ = c.hist.RecordValue(v)
+}
+
+// recordSplit adds the two parts of one recovery, a range asked once and
+// repaired, to the split histograms (Stats.AskedP50 and AnsweredP50):
+// wait, from finding the gap to its NAK, and rtt, from the NAK to the
+// repair.
+func (c *core) recordSplit(wait, rtt time.Duration) {
+	if c.askedHist == nil {
+		c.askedHist, c.answeredHist = newRecoveryHistogram(), newRecoveryHistogram()
+	}
+	_ = c.askedHist.RecordValue(clampRecovery(wait))
+	_ = c.answeredHist.RecordValue(clampRecovery(rtt))
+}
+
+// clampRecovery is d in µs within the recovery histograms' range.
+func clampRecovery(d time.Duration) int64 {
+	return min(max(d.Microseconds(), recoveryLowest), recoveryHighest)
 }
 
 // addLost records that r of s was given up. next has not passed it: the

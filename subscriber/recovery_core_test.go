@@ -57,6 +57,10 @@ func TestNAKRecoversGap(t *testing.T) {
 	require.EqualValues(t, 1, st.FeedDatagrams[FeedRepair])
 	require.InDelta(t, float64(1501*time.Microsecond), float64(st.RecoveryP50), float64(5*time.Microsecond))
 	require.Equal(t, st.RecoveryP50, st.RecoveryMax)
+	// Asked at the 1 ms delay, answered 0.5 ms later.
+	require.InDelta(t, float64(time.Millisecond), float64(st.AskedP50), float64(2*time.Microsecond))
+	require.InDelta(t, float64(500*time.Microsecond), float64(st.AnsweredP50), float64(2*time.Microsecond))
+	require.Equal(t, st.AskedP50, st.AskedP99)
 	ss := h.stream(srcA, sessA)
 	require.EqualValues(t, 1, ss.NAKs)
 	require.EqualValues(t, 1, ss.Repairs)

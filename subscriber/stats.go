@@ -277,6 +277,15 @@ type Stats struct {
 	// counts recoveries longer than the histogram's 60 s, recorded as 60 s.
 	RecoveryP50, RecoveryP99, RecoveryMax time.Duration
 	RecoveryClamped                       uint64
+	// AskedP50 and AskedP99 split the recoveries of ranges asked once
+	// (Karn's rule: a range asked again gives no clean sample) in two:
+	// Asked is the time from finding the gap to its re-request (the NAK
+	// delay or back-off, and the wait for the thread that sends it),
+	// Answered the time from the re-request to the repair (the
+	// retransmitter and the network both ways). A slow recovery with a
+	// short Asked is the retransmitter's or the network's; with a long
+	// Asked, this host's (a NAK delay, or threads waiting for a CPU).
+	AskedP50, AskedP99, AnsweredP50, AnsweredP99 time.Duration
 	// Dropped is the datagrams dropped, all reasons; Drops splits it by
 	// reason (index with a DropReason).
 	Dropped uint64

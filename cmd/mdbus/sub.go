@@ -222,9 +222,10 @@ field by field), or with --stats only a stats line per interval. Ends at
 			st := feedStats()
 			streams := st.Streams
 			mu.Lock() // never call into the subscriber while holding mu: OnMessage takes mu under the subscriber's lock
-			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d naks %d unanswered %d confirms %d recovered %d lost %d (recovery p50 %v p99 %v) kernel-drops %d streams %d",
+			fmt.Fprintf(out, "%s msgs %d (+%d) pkts %d bytes %d dups %d gaps %d naks %d unanswered %d confirms %d recovered %d lost %d (recovery p50 %v p99 %v; asked after p50 %v, answered in p50 %v) kernel-drops %d streams %d",
 				time.Now().Format("15:04:05"), st.Messages, st.Messages-last.Messages, st.Packets, st.Bytes,
-				st.Duplicates, st.Gaps, st.NAKs, st.Retries, st.Confirms, st.Recovered, st.LostMessages, st.RecoveryP50, st.RecoveryP99, st.KernelDrops, streams)
+				st.Duplicates, st.Gaps, st.NAKs, st.Retries, st.Confirms, st.Recovered, st.LostMessages, st.RecoveryP50, st.RecoveryP99,
+				st.AskedP50, st.AnsweredP50, st.KernelDrops, streams)
 			if lat != nil {
 				iv := lat.Interval()
 				latP99.Store(iv)
