@@ -3,6 +3,8 @@ package bench
 import (
 	"sync"
 	"time"
+
+	"github.com/mdbus/mdbus/internal/monotime"
 )
 
 // Clock readings in this package are CLOCK_MONOTONIC nanoseconds: the same
@@ -63,3 +65,7 @@ func realtimeOffset() int64 {
 	}
 	return off
 }
+
+// cpuSeconds is the user+system CPU time of this process (children
+// excluded), 0 where the OS does not say.
+func cpuSeconds() float64 { return monotime.ProcessCPU().Seconds() }

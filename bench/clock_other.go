@@ -6,6 +6,3 @@ package bench
 // then the runtime's monotonic clock from a process-private origin, good
 // within one process only.
 func clockMonotonic() (int64, bool) { return 0, false }
-
-// cpuSeconds is 0 where there is no getrusage(2).
-func cpuSeconds() float64 { return 0 }

@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/mdbus/mdbus/internal/cfgcheck"
+	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/oneway"
 	"github.com/mdbus/mdbus/internal/sock"
 	"github.com/mdbus/mdbus/internal/verify"
@@ -145,7 +147,31 @@ type Summary struct {
 	Packets     uint64
 	Elapsed     time.Duration
 	Subscribers []Result
+	// CPU is the process's CPU time over Elapsed (0 where the OS does not
+	// say), Procs the Go processors it could run on (GOMAXPROCS).
+	CPU   time.Duration
+	Procs int
 }
+
+// CPUShare is the share of its processors the run kept busy, from 0 to 1
+// (0 when CPU is unknown).
+func (s Summary) CPUShare() float64 {
+	if s.Elapsed <= 0 || s.Procs <= 0 {
+		return 0
+	}
+	return s.CPU.Seconds() / s.Elapsed.Seconds() / float64(s.Procs)
+}
+
+// Saturated reports whether the run kept its processors busy enough
+// (saturatedShare) that its roles waited for one another: every role of
+// the demo shares one process, so its latencies then measure the host,
+// not the bus.
+func (s Summary) Saturated() bool { return s.CPUShare() >= saturatedShare }
+
+// saturatedShare is the CPU share from which the demo says its host was
+// full. Go's scheduler and the kernel's leave a little idle even when
+// every core has work.
+const saturatedShare = 0.85
 
 // Complete reports whether every subscriber delivered the exact stream.
 func (s Summary) Complete() bool {
@@ -255,18 +281,19 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sent := verify.NewHash()
 	var sentMu sync.Mutex // the feed's goroutine adds, this one reads
 	sentN := func() int { sentMu.Lock(); defer sentMu.Unlock(); return sent.N() }
-	start := time.Now()
+	start, cpu0 := time.Now(), monotime.ProcessCPU()
+	procs := runtime.GOMAXPROCS(0)
 	lastSent, lastDelivered, lastAt := 0, make([]int, len(subs)), start
-	lastPkts := uint64(0)
+	lastPkts, lastCPU := uint64(0), cpu0
 	// live prints one line per role, each under 80 columns.
 	live := func() {
 		n, now := sentN(), time.Now()
 		secs := max(now.Sub(lastAt).Seconds(), 1e-3)
 		lastAt = now
-		ps := pub.Stats()
-		fmt.Fprintf(w, "t=%5.1fs pub    %10d msgs %8.0f/s %7.0f pkts/s\n", now.Sub(start).Seconds(), n,
-			float64(n-lastSent)/secs, float64(ps.Packets-lastPkts)/secs)
-		lastSent, lastPkts = n, ps.Packets
+		ps, cpu := pub.Stats(), monotime.ProcessCPU()
+		fmt.Fprintf(w, "t=%5.1fs pub    %10d msgs %8.0f/s %7.0f pkts/s  cpu %3.0f%%/%d\n", now.Sub(start).Seconds(), n,
+			float64(n-lastSent)/secs, float64(ps.Packets-lastPkts)/secs, 100*(cpu-lastCPU).Seconds()/secs, procs)
+		lastSent, lastPkts, lastCPU = n, ps.Packets, cpu
 		if rw != nil {
 			cs, ss := rw.Cache().Stats(), rw.ServerStats()
 			fmt.Fprintf(w, "        rewind cached %9d  req %6d answered %6d refused %4d\n",
@@ -328,7 +355,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if time.Since(lastAt) >= liveEvery/4 { // else the ticker's block just said it
 		live()
 	}
-	sum := Summary{Sent: sent.N(), Packets: pub.Stats().Packets, Elapsed: time.Since(start)}
+	sum := Summary{Sent: sent.N(), Packets: pub.Stats().Packets, Elapsed: time.Since(start),
+		CPU: monotime.ProcessCPU() - cpu0, Procs: procs}
 	want := sent.Sum()
 	for _, s := range subs {
 		st := s.s.Stats()
@@ -355,6 +383,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	fmt.Fprintf(w, "\nsummary: sent %d messages in %d packets (%.1f msgs/packet)\n",
 		sum.Sent, sum.Packets, float64(sum.Sent)/max(1, float64(sum.Packets)))
+	if sum.CPU > 0 {
+		fmt.Fprintf(w, "  CPU %.1f s in %.1f s: %.0f%% of %d cores\n", sum.CPU.Seconds(), sum.Elapsed.Seconds(), 100*sum.CPUShare(), sum.Procs)
+		if sum.Saturated() {
+			fmt.Fprintf(w, "  the cores were full: every role shares this process, so the latencies\n"+
+				"  below include waiting for a CPU; a lower --rate shows the bus without it\n")
+		}
+	}
 	for _, r := range sum.Subscribers {
 		verdict := "COMPLETE: every message once, in order, byte-identical"
 		if !r.Complete {

@@ -3,7 +3,9 @@ package demo_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,11 @@ func TestOutputFits80Columns(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, intervals, 2)
+	require.Equal(t, runtime.GOMAXPROCS(0), sum.Procs)
+	require.Positive(t, sum.CPU, "getrusage on Linux")
+	require.Contains(t, out.String(), fmt.Sprintf("of %d cores", sum.Procs))
+	require.Regexp(t, `(?m)^t=.* cpu +\d+%/\d+$`, out.String())
+	require.Equal(t, sum.Saturated(), strings.Contains(out.String(), "the cores were full"))
 	for _, r := range sum.Subscribers {
 		require.Equal(t, uint64(sum.Sent), r.Latency.Count, r.Name)
 		require.Positive(t, r.Latency.P50)
@@ -60,4 +67,16 @@ func TestOutputFits80Columns(t *testing.T) {
 		owners[strings.SplitN(v.Owner, "/", 2)[0]] = true
 	}
 	require.Equal(t, map[string]bool{"pub": true, "rewind": true, "rewind-feed": true, "sub1": true, "sub2": true}, owners)
+}
+
+// TestSaturated: the share is CPU over wall time and processors; from 85%
+// the demo says its latencies include waiting for a CPU.
+func TestSaturated(t *testing.T) {
+	s := demo.Summary{Elapsed: 5 * time.Second, Procs: 2, CPU: 9 * time.Second}
+	require.InDelta(t, 0.9, s.CPUShare(), 1e-9)
+	require.True(t, s.Saturated())
+	s.CPU = 8 * time.Second
+	require.False(t, s.Saturated())
+	require.Zero(t, demo.Summary{CPU: time.Second}.CPUShare(), "no elapsed time or processors: unknown")
+	require.False(t, demo.Summary{}.Saturated())
 }
