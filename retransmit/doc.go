@@ -147,7 +147,12 @@
 // does not hold yet but expects next (a subscriber can see a gap before
 // a rewinder beside it has cached the packets after it), or of a session
 // no source has seen yet, is held up to a second (the NAK deadline) too.
-// Only a full queue, or a range that is gone, refuses.
+// Only a full queue, or a range that is gone, refuses; except that a
+// request for messages a source expects next that finds the queue (or its
+// address's quarter) full is confirmed "later" without being held, and
+// its requester asks again after its retry interval (ServerStats.ToldLater):
+// a rewinder that falls behind the subscribers it serves gets these by
+// the thousand, and several subscribers on one host share one quarter.
 //
 // The buckets follow the feed: every 100 ms the server measures the bytes
 // its caches were given (the feed's rate) and raises the global rate to

@@ -68,7 +68,7 @@ func (r Reason) String() string {
 type counters struct {
 	requests, answered, capped, partial, polled  atomic.Uint64
 	coalesced, deferred, deferredAhead           atomic.Uint64
-	deferredAnswered                             atomic.Uint64
+	deferredAnswered, toldLater                  atomic.Uint64
 	confirms, confirmBytes, groupSize, feedRate  atomic.Uint64
 	uniPackets, uniBytes, mPackets, mBytes, msgs atomic.Uint64
 	sendErrors, readErrors, kernelDrops          atomic.Uint64
@@ -256,6 +256,9 @@ func (h *handler) handle(now monotime.Time, b []byte, truncated bool, from netip
 				h.st.deferredAhead.Add(1)
 			}
 			h.coal.record(now, key, from, multicast)
+			return
+		}
+		if r == ReasonOutOfRange && h.ahead(req.Session, req.Seq) && h.tellLater(now, req.Session, req.Seq, count, from, multicast) {
 			return
 		}
 		h.refuse(r)

@@ -62,6 +62,27 @@ func (h *handler) hold(now monotime.Time, s wire.Session, seq wire.Seq, count in
 	return true
 }
 
+// tellLater answers a request for messages the sources have not received
+// yet (h.ahead) that hold could not keep, the held table or its host's
+// share of it being full, with a confirm "later" it does not keep: the
+// requester waits its retry interval from the confirm and asks again, as
+// a held request's requester would if no answer came. Such requests are
+// legitimate: a retransmitter that receives the feed itself (a rewinder,
+// a recorder) and falls behind the subscribers it serves gets them by
+// the thousand, and several subscribers on one host share its quarter
+// of the table. Refused, they got nothing and looked like a dead
+// retransmitter. It reports false when the global bucket cannot pay for
+// the confirm (the request is then refused): a confirm costs what a held
+// request's does, so the bound on bytes out per request holds, and
+// nothing is kept per request.
+func (h *handler) tellLater(now monotime.Time, s wire.Session, seq wire.Seq, count int, from netip.AddrPort, multicast bool) bool {
+	if !h.confirm(now, wire.Confirm{Session: s, Seq: seq, Count: uint16(count), Kind: wire.ConfirmLater}, from, multicast) {
+		return false
+	}
+	h.st.toldLater.Add(1)
+	return true
+}
+
 // serveLater answers the held-back requests the buckets can pay for now,
 // oldest first (a requester whose own bucket is dry does not hold up the
 // others), and returns when to try again: zero when nothing is held.

@@ -592,6 +592,12 @@ type ServerStats struct {
 	// held, or were refused when their range left the sources or never
 	// came).
 	Deferred, DeferredAhead, DeferredAnswered uint64
+	// ToldLater counts requests for messages the sources had not received
+	// yet that found the held table full (MaxDeferred, or their host's
+	// quarter of it): confirmed "later" without being held, so that their
+	// requesters ask again after their retry interval. They are not
+	// refused.
+	ToldLater uint64
 	// Confirms counts the NAK confirms sent (wire.Confirm), ConfirmBytes
 	// their bytes.
 	Confirms, ConfirmBytes uint64
@@ -639,6 +645,7 @@ func (c *counters) snapshot() ServerStats {
 		Deferred:         c.deferred.Load(),
 		DeferredAhead:    c.deferredAhead.Load(),
 		DeferredAnswered: c.deferredAnswered.Load(),
+		ToldLater:        c.toldLater.Load(),
 		Confirms:         c.confirms.Load(),
 		ConfirmBytes:     c.confirmBytes.Load(),
 		GroupSize:        c.groupSize.Load(),

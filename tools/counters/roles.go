@@ -166,7 +166,7 @@ func AttachLatency(f *File, name string, p99 func() (time.Duration, bool)) {
 // AttachServer samples a retransmit server's Stats (requests by verdict,
 // repairs sent) into slots owned by name.
 func AttachServer(f *File, name string, stats func() retransmit.ServerStats) {
-	verdicts := [...]string{"received", "answered", "capped", "partial",
+	verdicts := [...]string{"received", "answered", "capped", "partial", "held", "told-later",
 		"refused-bad-source", "refused-not-allowed", "refused-malformed", "refused-unknown-session",
 		"refused-coalesced", "refused-out-of-range", "refused-too-large", "refused-rate-limited", "refused-source-error"}
 	var req [len(verdicts)]*Slot
@@ -180,7 +180,7 @@ func AttachServer(f *File, name string, stats func() retransmit.ServerStats) {
 	f.Sample(func(time.Time) {
 		st := stats()
 		r := st.Refused
-		for i, v := range [...]uint64{st.Requests, st.Answered, st.Capped, st.Partial,
+		for i, v := range [...]uint64{st.Requests, st.Answered, st.Capped, st.Partial, st.Deferred, st.ToldLater,
 			r.BadSource, r.NotAllowed, r.Malformed(), r.UnknownSession,
 			st.Coalesced, r.OutOfRange, r.TooLarge, r.RateLimited, r.SourceError} {
 			req[i].SetUint(v)

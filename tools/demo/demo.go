@@ -299,7 +299,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			fmt.Fprintf(w, "        rewind cached %9d  req %6d answered %6d refused %4d\n",
 				cs.Messages, ss.Requests, ss.Answered, ss.Refused.Total())
 			fs := rw.FeedStats()
-			fmt.Fprintf(w, "               held %d (%d not yet cached) coalesced %d refused: %s\n", ss.Deferred, ss.DeferredAhead, ss.Coalesced, ss.Refused)
+			fmt.Fprintf(w, "        held %d (%d ahead, %d told later) coalesced %d refused: %s\n",
+				ss.Deferred, ss.DeferredAhead, ss.ToldLater, ss.Coalesced, ss.Refused)
 			if fs.LostMessages > 0 || fs.KernelDrops > 0 {
 				fmt.Fprintf(w, "               its own feed: %d kernel drops, %d messages lost (holes it cannot serve)\n", fs.KernelDrops, fs.LostMessages)
 			}
