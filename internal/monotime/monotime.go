@@ -1,5 +1,6 @@
 // Package monotime gives monotonic timestamps as int64 nanoseconds, cheaper
-// to store and compare than time.Time and immune to wall-clock steps.
+// to store and compare than time.Time and immune to wall-clock steps, and
+// the process's CPU time (ProcessCPU), the other clock a measurement reads.
 package monotime
 
 import "time"
