@@ -130,12 +130,16 @@ type Result struct {
 	ReorderOverflows uint64
 	// The NAK back-off: subscribers asking the rewinder, the share of them
 	// that lose what this one loses, the window, the repair round trip.
-	Group    int
-	Shared   float64
-	Backoff  time.Duration
-	RTT      time.Duration
-	Complete bool
-	Err      error // why not complete
+	Group   int
+	Shared  float64
+	Backoff time.Duration
+	RTT     time.Duration
+	// Recovery, gap found to filled, and for ranges asked once its two
+	// parts, p50: gap to re-request (Asked), re-request to repair
+	// (Answered); subscriber.Stats.AskedP50.
+	RecoveryP50, AskedP50, AnsweredP50 time.Duration
+	Complete                           bool
+	Err                                error // why not complete
 	// Latency is the one-way latency of every message delivered, from
 	// the send stamp in its ITCH timestamp to delivery.
 	Latency oneway.Summary
@@ -362,7 +366,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	for _, s := range subs {
 		st := s.s.Stats()
 		r := Result{Name: s.name, Gaps: st.Gaps, NAKs: st.NAKs, Recovered: st.Recovered, Lost: st.LostMessages,
-			Unanswered: st.Retries, KernelDrops: st.KernelDrops, ReorderOverflows: st.ReorderOverflows, Group: st.GroupSize, Shared: st.SharedLoss, Backoff: st.Backoff, RTT: st.RepairRTT}
+			Unanswered: st.Retries, KernelDrops: st.KernelDrops, ReorderOverflows: st.ReorderOverflows, Group: st.GroupSize, Shared: st.SharedLoss, Backoff: st.Backoff, RTT: st.RepairRTT,
+			RecoveryP50: st.RecoveryP50, AskedP50: st.AskedP50, AnsweredP50: st.AnsweredP50}
 		s.mu.Lock()
 		r.Latency = s.lat.Total()
 		s.mu.Unlock()
@@ -416,10 +421,23 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			fmt.Fprintf(w, "         back-off: %d asking, %.0f%% share its losses, window %v, rtt %v\n",
 				r.Group, 100*r.Shared, r.Backoff.Round(time.Microsecond), r.RTT.Round(time.Microsecond))
 		}
+		if r.RecoveryP50 > 0 {
+			// The split is of the ranges asked once (Karn's rule).
+			fmt.Fprintf(w, "         recovery p50 %v; NAK after %v, repair %v after that\n",
+				short(r.RecoveryP50), short(r.AskedP50), short(r.AnsweredP50))
+		}
 		fmt.Fprintf(w, "         one-way %s\n", r.Latency)
 		fmt.Fprintf(w, "         %s\n", verdict)
 	}
 	return sum, nil
+}
+
+// short rounds d to three or four significant digits for a summary line.
+func short(d time.Duration) time.Duration {
+	if d >= time.Millisecond {
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 // The demo's clock: a block of live lines every liveEvery while the feed

@@ -58,6 +58,12 @@ func TestOutputFits80Columns(t *testing.T) {
 	require.Regexp(t, `(?m)^t=.* cpu +\d+%/\d+$`, out.String())
 	require.Equal(t, sum.Saturated(), strings.Contains(out.String(), "the cores were full"))
 	for _, r := range sum.Subscribers {
+		if r.Recovered > 0 { // 1% loss over 50,000 messages: some were repaired
+			require.Positive(t, r.RecoveryP50, r.Name)
+			require.Regexp(t, `recovery p50 \S+; NAK after \S+, repair \S+ after that`, out.String())
+		}
+	}
+	for _, r := range sum.Subscribers {
 		require.Equal(t, uint64(sum.Sent), r.Latency.Count, r.Name)
 		require.Positive(t, r.Latency.P50)
 	}
