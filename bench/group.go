@@ -63,8 +63,11 @@ type GroupResult struct {
 	Refused                      retransmit.RefusedStats
 	// RequestsPerLoss and RepairsPerLoss divide by LostPackets.
 	RequestsPerLoss, RepairsPerLoss float64
-	// RecoveryP50 and RecoveryP99 are the worst subscriber's.
-	RecoveryP50, RecoveryP99 time.Duration
+	// RecoveryP50 and RecoveryP99 are the worst subscriber's, and so are
+	// AskedP50 and AnsweredP50, the two parts of a recovery of a range
+	// asked once (subscriber.Stats.AskedP50): with a group, Asked is
+	// mostly the NAK back-off that keeps the requests near one per loss.
+	RecoveryP50, RecoveryP99, AskedP50, AnsweredP50 time.Duration
 	// Lost is the messages declared lost, over every subscriber;
 	// Complete the subscribers that delivered every message once, in
 	// order, byte-identical.
@@ -88,6 +91,8 @@ type GroupChildResult struct {
 	RTT         time.Duration `json:"rtt"`
 	RecoveryP50 time.Duration `json:"recovery_p50"`
 	RecoveryP99 time.Duration `json:"recovery_p99"`
+	AskedP50    time.Duration `json:"asked_p50"`
+	AnsweredP50 time.Duration `json:"answered_p50"`
 	Err         string        `json:"err,omitempty"`
 }
 
@@ -257,6 +262,7 @@ func RunGroup(ctx context.Context, cfg GroupConfig) (GroupResult, error) {
 		res.Children = append(res.Children, r)
 		res.Lost += r.Lost
 		res.RecoveryP50, res.RecoveryP99 = max(res.RecoveryP50, r.RecoveryP50), max(res.RecoveryP99, r.RecoveryP99)
+		res.AskedP50, res.AnsweredP50 = max(res.AskedP50, r.AskedP50), max(res.AnsweredP50, r.AnsweredP50)
 		if r.Err == "" && r.Delivered == uint64(cfg.Count) && r.Bad == 0 {
 			res.Complete++
 		} else if r.Err != "" {
@@ -355,6 +361,7 @@ func GroupChildMain(ctx context.Context, args []string, stdout io.Writer) error 
 	res.NAKs, res.Confirms, res.Group, res.RTT = st.NAKs, st.Confirms, st.GroupSize, st.RepairRTT
 	res.Gaps, res.Retries, res.Confirmed = st.Gaps, st.Retries, st.Confirmed
 	res.RecoveryP50, res.RecoveryP99 = st.RecoveryP50, st.RecoveryP99
+	res.AskedP50, res.AnsweredP50 = st.AskedP50, st.AnsweredP50
 	b, _ := json.Marshal(res)
 	fmt.Fprintln(stdout, string(b))
 	return nil
@@ -362,7 +369,7 @@ func GroupChildMain(ctx context.Context, args []string, stdout io.Writer) error 
 
 // String summarises r in one line.
 func (r GroupResult) String() string {
-	return fmt.Sprintf("subs %d: %d lost packets, %.2f requests and %.2f repairs per lost packet (%d requests, %d repairs, %d confirms, %d coalesced, %d held back, %d partial, refused: %s); recovery p50 %v p99 %v; %d messages lost; %d/%d complete",
+	return fmt.Sprintf("subs %d: %d lost packets, %.2f requests and %.2f repairs per lost packet (%d requests, %d repairs, %d confirms, %d coalesced, %d held back, %d partial, refused: %s); recovery p50 %v p99 %v (asked once: NAK after p50 %v, repair p50 %v after it); %d messages lost; %d/%d complete",
 		r.Subs, r.LostPackets, r.RequestsPerLoss, r.RepairsPerLoss, r.Requests, r.Repairs, r.Confirms, r.Coalesced, r.Deferred, r.Partial,
-		r.Refused, r.RecoveryP50, r.RecoveryP99, r.Lost, r.Complete, r.Subs)
+		r.Refused, r.RecoveryP50, r.RecoveryP99, r.AskedP50, r.AnsweredP50, r.Lost, r.Complete, r.Subs)
 }
