@@ -177,14 +177,10 @@ func (c *core) received(s *stream, from, to wire.Seq, a arrival) {
 
 // record adds one recovery time to the stream's and the total histogram.
 func (c *core) record(s *stream, age time.Duration) {
-	v := age.Microseconds()
-	if v < recoveryLowest {
-		v = recoveryLowest
-	}
-	if v > recoveryHighest {
-		v = recoveryHighest
+	if age.Microseconds() > recoveryHighest {
 		c.st.RecoveryClamped++
 	}
+	v := clampRecovery(age)
 	if s.hist == nil {
 		s.hist = newRecoveryHistogram()
 	}
