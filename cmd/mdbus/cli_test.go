@@ -81,6 +81,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"demo", "--netns=false", "--subscribers", "-1"}, "-subscribers"},
 		{[]string{"demo", "--netns=false", "--subscribers", "0"}, "--subscribers 0"},
 		{[]string{"demo", "--netns=false", "--loss", "2"}, "-loss"},
+		{[]string{"demo", "--netns=false", "--linger", "-1ms"}, "--linger -1ms"},
+		{[]string{"demo", "--netns=false", "--linger", "2s"}, "--linger 2s: want 0 to 1s"},
 		{[]string{"impair", "--loss", "NaN"}, "-loss"},
 		{[]string{"impair", "--in", "239.1.1.1:5000", "--out", "239.1.1.2:5000", "--delay", "-1s"}, "elay"},
 		{[]string{"sub", "--repair-source", "127.0.0.1"}, "--repair-source needs --repair-group"},

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,10 @@ import (
 // the default.
 func TestConfigRule(t *testing.T) {
 	check := func(c Config) error { _, err := c.withDefaults(); return err }
-	cfgtest.Refuses(t, ErrConfig, check, Config{}, "Subscribers", "Duration", "Rate", "Loss", "Reorder", "Dup")
+	cfgtest.Refuses(t, ErrConfig, check, Config{}, "Subscribers", "Duration", "Rate", "Loss", "Reorder", "Dup", "Linger")
+	if _, err := (Config{Linger: 2 * time.Second}).withDefaults(); err == nil || !strings.Contains(err.Error(), "Linger 2s") {
+		t.Fatalf("a Linger over publisher.MaxLinger: %v", err)
+	}
 	c, err := Config{}.withDefaults()
 	if err != nil {
 		t.Fatal(err)

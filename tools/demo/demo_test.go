@@ -52,6 +52,7 @@ func TestOutputFits80Columns(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, intervals, 2)
+	require.NotContains(t, lines[1], "linger", "no linger by default")
 	require.Equal(t, runtime.GOMAXPROCS(0), sum.Procs)
 	require.Positive(t, sum.CPU, "getrusage on Linux")
 	require.Contains(t, out.String(), fmt.Sprintf("of %d cores", sum.Procs))
@@ -73,6 +74,25 @@ func TestOutputFits80Columns(t *testing.T) {
 		owners[strings.SplitN(v.Owner, "/", 2)[0]] = true
 	}
 	require.Equal(t, map[string]bool{"pub": true, "rewind": true, "rewind-feed": true, "sub1": true, "sub2": true}, owners)
+}
+
+// TestLinger: with Config.Linger the publisher's packets wait to fill, so
+// that a packet carries many messages where the default sends one or two,
+// and the stream still arrives whole through loss; the header says so.
+func TestLinger(t *testing.T) {
+	netlab.Require(t)
+	var out bytes.Buffer
+	sum, err := demo.Run(context.Background(), demo.Config{
+		Group: netip.MustParseAddrPort("239.192.80.2:31802"), Subscribers: 1, Duration: time.Second,
+		Rate: 50000, Loss: 0.01, Linger: time.Millisecond, Out: &out,
+	})
+	require.NoError(t, err)
+	require.True(t, sum.Complete(), out.String())
+	// 50 messages fall due per millisecond of linger; a packet fills at
+	// about 40 of these ITCH-shaped messages.
+	require.GreaterOrEqual(t, float64(sum.Sent)/float64(sum.Packets), 8.0, out.String())
+	require.Contains(t, out.String(), "packets linger up to 1ms")
+	require.NotContains(t, out.String(), "--linger 50us", "the hint is for a run without linger")
 }
 
 // TestSaturated: the share is CPU over wall time and processors; from 85%
