@@ -23,12 +23,13 @@ type PacketConn interface {
 	// ReadBatch receives up to len(b.Msgs) datagrams, blocking until at
 	// least one arrives, the read deadline passes or the conn is closed,
 	// and returns how many of b.Msgs it filled. Each filled Msgs[i].Buf
-	// is b.Buffer(i) cut to the datagram's length, or, from a wrapper,
-	// bytes the wrapper owns (packetconn/impair hands out its own inner
-	// batch's when a datagram passes straight through). Either way they
-	// stay as they are until the next ReadBatch on the same conn and no
-	// longer: a caller that keeps a datagram past that copies it, and
-	// never writes into Buf.
+	// is b.Buffer(i) cut to the datagram's length, or bytes the conn
+	// owns, no longer than b.Buffer(i) (a UDP_GRO socket hands out slices
+	// of the trains it read; packetconn/impair its own inner batch's when
+	// a datagram passes straight through). Either way they stay as they
+	// are until the next ReadBatch on the same conn and no longer: a
+	// caller that keeps a datagram past that copies it, and never writes
+	// into Buf.
 	ReadBatch(b *Batch) (int, error)
 	// WriteBatch sends b.Msgs[:n], each Buf to its Addr, and returns how
 	// many were sent.

@@ -141,9 +141,10 @@ func (c *Conn) readGRO(b *Batch) (int, error) {
 	return k, nil
 }
 
-// fill hands out held segments into b.Msgs, in order, and returns how many.
-// A segment longer than its message's buffer is cut and marked Truncated,
-// as is the last segment of a train the kernel truncated.
+// fill hands out held segments into b.Msgs, in order, and returns how many:
+// each as a slice of its slot (see the package doc), or, longer than its
+// message's buffer b.Buffer(k), copied there, cut and marked Truncated. The
+// last segment of a train the kernel truncated is marked Truncated too.
 func (g *groReader) fill(b *Batch) int {
 	k := 0
 	for k < len(b.Msgs) && g.next < g.n {
@@ -158,11 +159,18 @@ func (g *groReader) fill(b *Batch) int {
 		}
 		end := min(g.off+seg, t.n)
 		dst := b.Buffer(k)
-		c := copy(dst, data[g.off:end])
 		m := &b.Msgs[k]
 		*m = t.meta
-		m.Buf = dst[:c]
-		m.Truncated = c < end-g.off || (t.trunc && end == t.n)
+		// Capped at the segment's end: an append to Buf cannot run into
+		// the next datagram.
+		if d := data[g.off:end:end]; len(d) <= len(dst) {
+			m.Buf = d
+			m.Truncated = t.trunc && end == t.n
+		} else {
+			c := copy(dst, d)
+			m.Buf = dst[:c]
+			m.Truncated = true
+		}
 		k++
 		g.off = end
 		if g.off >= t.n {
