@@ -62,7 +62,7 @@ type Config struct {
 	// throughput does) for about 60 µs more one-way latency; see the
 	// README, "Watch recovery live". At most publisher.MaxLinger.
 	Linger time.Duration
-	Out        io.Writer // live lines and summary; default io.Discard
+	Out    io.Writer // live lines and summary; default io.Discard
 	// Counters, when set, gets the counters of every role of the demo
 	// (owners pub, rewind, sub1, sub2, ...), for mdbus stat and --metrics.
 	Counters *counters.File
