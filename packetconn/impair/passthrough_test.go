@@ -70,24 +70,7 @@ func TestPassThroughAndSlotsByteIdentical(t *testing.T) {
 			seen++
 		}
 	}
-	for i := 0; i < n; i += 50 {
-		f.push(ps[i:min(i+50, n)]...)
-		for c.Stats().Seen < uint64(min(i+50, n)) || c.r.e.pending() > 0 {
-			require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Millisecond)))
-			k, err := c.ReadBatch(b)
-			if sock.IsTimeout(err) {
-				continue
-			}
-			require.NoError(t, err)
-			check(k)
-		}
-	}
-	for c.Stats().Held > 0 || c.r.e.pending() > 0 {
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
-		k, err := c.ReadBatch(b)
-		require.NoError(t, err)
-		check(k)
-	}
+	pump(t, f, c, ps, b, check)
 	st := c.Stats()
 	require.Equal(t, st.Seen-st.Dropped+st.Duplicated, uint64(seen))
 	require.Positive(t, copied, "delayed and duplicated datagrams are copied")

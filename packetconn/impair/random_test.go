@@ -18,9 +18,22 @@ func runReceiver(t *testing.T, wrap func(sock.PacketConn) sock.PacketConn, n int
 	f := newFake(t)
 	c := wrap(f).(*Conn)
 	defer c.Close()
-	ps := packets(n)
 	var got []wire.Seq
 	b := sock.NewBatch(32, 2048)
+	pump(t, f, c, packets(n), b, func(k int) {
+		for _, m := range b.Msgs[:k] {
+			got = append(got, seqOf(t, m.Buf))
+		}
+	})
+	return got, c.Stats()
+}
+
+// pump pushes ps into f in chunks of 64 and reads c into b until every
+// datagram is through (the tail of held ones included), calling each with
+// the count of every batch read.
+func pump(t *testing.T, f *fakeConn, c *Conn, ps [][]byte, b *sock.Batch, each func(k int)) {
+	t.Helper()
+	n := len(ps)
 	for i := 0; i < n; i += 64 {
 		f.push(ps[i:min(i+64, n)]...)
 		// Read until the wrapper has taken the chunk and has nothing
@@ -32,9 +45,7 @@ func runReceiver(t *testing.T, wrap func(sock.PacketConn) sock.PacketConn, n int
 				continue
 			}
 			require.NoError(t, err)
-			for _, m := range b.Msgs[:k] {
-				got = append(got, seqOf(t, m.Buf))
-			}
+			each(k)
 		}
 	}
 	// Tail: whatever is held comes out within its bound.
@@ -42,11 +53,8 @@ func runReceiver(t *testing.T, wrap func(sock.PacketConn) sock.PacketConn, n int
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
 		k, err := c.ReadBatch(b)
 		require.NoError(t, err)
-		for _, m := range b.Msgs[:k] {
-			got = append(got, seqOf(t, m.Buf))
-		}
+		each(k)
 	}
-	return got, c.Stats()
 }
 
 func TestLossRate(t *testing.T) {
