@@ -10,6 +10,7 @@ import (
 	"github.com/mdbus/mdbus/internal/monotime"
 	"github.com/mdbus/mdbus/internal/netlab"
 	"github.com/mdbus/mdbus/internal/sock"
+	"github.com/mdbus/mdbus/nak"
 	"github.com/mdbus/mdbus/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -141,6 +142,123 @@ func feedReaderSendsDueNAKs(t *testing.T, inline bool) {
 		return
 	}
 	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	r, err := wire.ParseRequest(in.Msgs[0].Buf)
+	require.NoError(t, err)
+	require.Equal(t, wire.Seq(2), r.Seq)
+	require.EqualValues(t, 1, r.Count)
+}
+
+// TestBusyFeedReaderTakesRepairsBetweenChunks: a feed reader handed a
+// batch larger than pollChunk reads the repair socket between its chunks
+// while a gap waits, on one Go processor or two: the repair queued there
+// fills the gap after the first chunk, so only the rest of that chunk is
+// held, and the whole batch is delivered in order by one readOnce, the
+// repair reader never running. A batch of pollChunk datagrams or fewer
+// leaves the repair to its reader on two processors (as before).
+func TestBusyFeedReaderTakesRepairsBetweenChunks(t *testing.T) {
+	netlab.Require(t)
+	for _, procs := range []int{1, 2} {
+		for _, big := range []bool{true, false} {
+			t.Run(fmt.Sprintf("GOMAXPROCS=%d/big=%v", procs, big), func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				busyFeedReader(t, procs == 1, big)
+			})
+		}
+	}
+}
+
+func busyFeedReader(t *testing.T, oneP, big bool) {
+	group := netip.MustParseAddrPort("239.7.7.8:31010")
+	if !big {
+		group = netip.MustParseAddrPort("239.7.7.8:31011")
+	}
+	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
+	require.NoError(t, err)
+	t.Cleanup(func() { rtx.Close() })
+	var got []wire.Seq
+	s, err := open(Config{
+		Group:     group,
+		StartSeq:  1,
+		Recovery:  Recovery{Retransmitter: rtx.LocalAddr()},
+		Receive:   Receive{DisableGRO: true}, // plain reads: one batch takes them all
+		OnMessage: func(m Message) { got = append(got, m.Seq) },
+		Logger:    discard,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.closeConns() })
+	tx := labSender(t, netip.Addr{})
+	n := 2 * pollChunk // one batch of the default 64
+	if !big {
+		n = pollChunk
+	}
+	// Seq 1, then 2 lost, then 3..n+1: n datagrams queued on the feed
+	// socket, and the repair of 2 queued on the repair socket.
+	for seq := 1; seq <= n+1; seq++ {
+		if seq != 2 {
+			require.NoError(t, tx.WriteTo(pkt(sessA, wire.Seq(seq), 1), group))
+		}
+	}
+	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), s.repair.LocalAddr().Port())
+	require.NoError(t, rtx.WriteTo(pkt(sessA, 2, 1), to))
+	time.Sleep(20 * time.Millisecond) // real time: the datagrams reach the sockets
+	require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	require.NoError(t, s.r.readOnce())
+	require.Equal(t, n, int(s.c.st.Datagrams-s.c.st.FeedDatagrams[FeedRepair]), "one batch took every feed datagram")
+	want := make([]wire.Seq, n+1)
+	for i := range want {
+		want[i] = wire.Seq(i + 1)
+	}
+	switch {
+	case big:
+		require.Equal(t, want, got, "the batch delivered whole, in order")
+		require.EqualValues(t, 1, s.c.st.Repairs)
+		require.EqualValues(t, pollChunk-1, s.c.st.Reordered, "held: the rest of the first chunk (3..33), nothing after the poll")
+	case oneP:
+		require.Equal(t, want, got, "on one processor the poll after the batch takes the repair")
+		require.EqualValues(t, n-1, s.c.st.Reordered)
+	default:
+		require.Equal(t, want[:1], got, "the repair is left to the repair socket's reader")
+		require.Zero(t, s.c.st.Repairs)
+	}
+}
+
+// TestBusyFeedReaderSendsNAKsBetweenChunks: a feed reader handed a batch
+// larger than pollChunk sends a gap's first re-request, once due, between
+// its chunks, on two Go processors too, without
+// the timer goroutine (open starts none).
+func TestBusyFeedReaderSendsNAKsBetweenChunks(t *testing.T) {
+	netlab.Require(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	group := netip.MustParseAddrPort("239.7.7.8:31012")
+	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
+	require.NoError(t, err)
+	t.Cleanup(func() { rtx.Close() })
+	s, err := open(Config{
+		Group:    group,
+		StartSeq: 1,
+		// Due at once: the default unicast delay (100 µs) is longer than
+		// a test's batch takes.
+		Recovery:  Recovery{Retransmitter: rtx.LocalAddr(), NAK: nak.Config{Generator: nak.FixedDelay(0)}},
+		Receive:   Receive{DisableGRO: true},
+		OnMessage: func(Message) {},
+		Logger:    discard,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.closeConns() })
+	tx := labSender(t, netip.Addr{})
+	for seq := 1; seq <= 2*pollChunk+1; seq++ {
+		if seq != 2 {
+			require.NoError(t, tx.WriteTo(pkt(sessA, wire.Seq(seq), 1), group))
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // real time: the datagrams reach the socket
+	require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	require.NoError(t, s.r.readOnce())
+	in := sock.NewBatch(4, 64)
+	require.NoError(t, rtx.SetReadDeadline(time.Now().Add(5*time.Second)))
+	n, err := rtx.ReadBatch(in)
+	require.NoError(t, err, "the re-request left during the batch")
 	require.Equal(t, 1, n)
 	r, err := wire.ParseRequest(in.Msgs[0].Buf)
 	require.NoError(t, err)
