@@ -37,30 +37,42 @@ func onOneAndTwoProcs(t *testing.T, f func(t *testing.T, one bool)) {
 }
 
 // pollRig is a subscriber opened without its goroutines on group, with a
-// retransmitter socket (rtx) and a feed sender; feed sends a datagram and
-// has the feed reader read it.
+// retransmitter socket (rtx) and a feed sender (tx); feed sends a datagram
+// and has the feed reader read it.
 type pollRig struct {
 	s    *Subscriber
 	rtx  *sock.Conn
+	tx   *sock.Conn
 	feed func(b []byte)
 }
 
 func newPollRig(t *testing.T, group netip.AddrPort, onMessage func(Message)) pollRig {
 	t.Helper()
+	return newPollRigWith(t, group, onMessage, nil)
+}
+
+// newPollRigWith is newPollRig with the subscriber's Config changed by set
+// (nil: none).
+func newPollRigWith(t *testing.T, group netip.AddrPort, onMessage func(Message), set func(*Config)) pollRig {
+	t.Helper()
 	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
 	require.NoError(t, err)
 	t.Cleanup(func() { rtx.Close() })
-	s, err := open(Config{
+	cfg := Config{
 		Group:     group,
 		StartSeq:  1,
 		Recovery:  Recovery{Retransmitter: rtx.LocalAddr()},
 		OnMessage: onMessage,
 		Logger:    discard,
-	})
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	s, err := open(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.closeConns() })
 	tx := labSender(t, netip.Addr{})
-	return pollRig{s: s, rtx: rtx, feed: func(b []byte) {
+	return pollRig{s: s, rtx: rtx, tx: tx, feed: func(b []byte) {
 		t.Helper()
 		require.NoError(t, tx.WriteTo(b, group))
 		require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
@@ -173,21 +185,11 @@ func busyFeedReader(t *testing.T, oneP, big bool) {
 	if !big {
 		group = netip.MustParseAddrPort("239.7.7.8:31011")
 	}
-	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
-	require.NoError(t, err)
-	t.Cleanup(func() { rtx.Close() })
 	var got []wire.Seq
-	s, err := open(Config{
-		Group:     group,
-		StartSeq:  1,
-		Recovery:  Recovery{Retransmitter: rtx.LocalAddr()},
-		Receive:   Receive{DisableGRO: true}, // plain reads: one batch takes them all
-		OnMessage: func(m Message) { got = append(got, m.Seq) },
-		Logger:    discard,
+	rig := newPollRigWith(t, group, func(m Message) { got = append(got, m.Seq) }, func(c *Config) {
+		c.Receive.DisableGRO = true // plain reads: one batch takes them all
 	})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.closeConns() })
-	tx := labSender(t, netip.Addr{})
+	s, rtx, tx := rig.s, rig.rtx, rig.tx
 	n := 2 * pollChunk // one batch of the default 64
 	if !big {
 		n = pollChunk
@@ -225,28 +227,19 @@ func busyFeedReader(t *testing.T, oneP, big bool) {
 
 // TestBusyFeedReaderSendsNAKsBetweenChunks: a feed reader handed a batch
 // larger than pollChunk sends a gap's first re-request, once due, between
-// its chunks, on two Go processors too, without
-// the timer goroutine (open starts none).
+// its chunks, on two Go processors too, without the timer goroutine (open
+// starts none).
 func TestBusyFeedReaderSendsNAKsBetweenChunks(t *testing.T) {
 	netlab.Require(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	group := netip.MustParseAddrPort("239.7.7.8:31012")
-	rtx, err := sock.Open(sock.Config{Local: netip.MustParseAddrPort("127.0.0.1:0")})
-	require.NoError(t, err)
-	t.Cleanup(func() { rtx.Close() })
-	s, err := open(Config{
-		Group:    group,
-		StartSeq: 1,
+	rig := newPollRigWith(t, group, func(Message) {}, func(c *Config) {
+		c.Receive.DisableGRO = true
 		// Due at once: the default unicast delay (100 µs) is longer than
 		// a test's batch takes.
-		Recovery:  Recovery{Retransmitter: rtx.LocalAddr(), NAK: nak.Config{Generator: nak.FixedDelay(0)}},
-		Receive:   Receive{DisableGRO: true},
-		OnMessage: func(Message) {},
-		Logger:    discard,
+		c.Recovery.NAK.Generator = nak.FixedDelay(0)
 	})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.closeConns() })
-	tx := labSender(t, netip.Addr{})
+	s, rtx, tx := rig.s, rig.rtx, rig.tx
 	for seq := 1; seq <= 2*pollChunk+1; seq++ {
 		if seq != 2 {
 			require.NoError(t, tx.WriteTo(pkt(sessA, wire.Seq(seq), 1), group))
