@@ -115,6 +115,20 @@ type Config struct {
 	// (subscriber.Config.Receive.DisableGRO); raw UDP receivers always read
 	// plain, one datagram per recvmmsg slot (the baseline).
 	NoGRO bool
+	// SubProcs is each separate-process subscriber's Go processors (its
+	// GOMAXPROCS): default 1, as "mdbus sub" runs with one feed; negative:
+	// the Go runtime's own default (one per CPU, or the GOMAXPROCS
+	// environment variable the child inherits). On a host whose
+	// publisher and subscribers share fewer cores than they have busy
+	// threads, one processor per subscriber is the cheaper way to recover
+	// (package doc, "Go processors").
+	SubProcs int
+	// PubProcs is the Go processors (GOMAXPROCS) of this process while
+	// it is only the publisher's side of a run, its subscribers in
+	// processes of their own (ThroughputCase.Processes): default 1, as
+	// "mdbus pub" runs; negative: left as they are. They are restored
+	// after the run.
+	PubProcs int
 	// Spin is how close to a latency message's send time the sender stops
 	// sleeping and busy-waits (Go's sleeps on Linux wake up to a
 	// millisecond late); default 2 ms; negative: none, never spins.
@@ -283,6 +297,12 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	if ifi.Flags&net.FlagMulticast == 0 {
 		return s, fmt.Errorf("%w: interface %s is not multicast-capable (inside the lab, lo is)", ErrConfig, s.Interface)
+	}
+	if s.SubProcs == 0 {
+		s.SubProcs = 1
+	}
+	if s.PubProcs == 0 {
+		s.PubProcs = 1
 	}
 	if s.Spawn == nil {
 		s.Spawn = defaultSpawn

@@ -160,6 +160,7 @@ func TestSmokeProcesses(t *testing.T) {
 	for _, s := range run.Subs {
 		require.True(t, s.Complete, "%+v", s)
 		require.Equal(t, run.Sent.Messages, s.Messages)
+		require.Equal(t, 1, s.Procs, "a subscriber process runs on one Go processor by default, as mdbus sub does")
 	}
 	require.NotNil(t, run.Latency, "children hand their histograms back")
 	require.Greater(t, run.Latency.Count, int64(0))

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -45,6 +46,10 @@ type GroupConfig struct {
 	// Spawn returns the command that runs one subscriber process with
 	// args (default: this executable with "bench _group-sub").
 	Spawn func(args []string) *exec.Cmd
+	// Procs is each subscriber process's Go processors (GOMAXPROCS):
+	// default 1, as "mdbus sub" runs with one feed; negative: the Go
+	// runtime's default.
+	Procs int
 	// Timeout bounds the run after publishing (default 60 s). Subs,
 	// Count, Rate and Size are required; zero and negative values follow
 	// Config's rule.
@@ -101,6 +106,7 @@ type groupSpec struct {
 	Interface                    string
 	Count, Size                  int
 	Timeout                      time.Duration
+	Procs                        int `json:",omitempty"` // > 0: the child's GOMAXPROCS
 }
 
 // withDefaults returns c with its defaults filled in, or an error naming
@@ -108,6 +114,9 @@ type groupSpec struct {
 func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	if c.Interface == "" {
 		c.Interface = "lo"
+	}
+	if c.Procs == 0 {
+		c.Procs = 1
 	}
 	if c.Timeout < 0 {
 		return c, fmt.Errorf("%w: Timeout %v is negative", ErrConfig, c.Timeout)
@@ -169,7 +178,7 @@ func RunGroup(ctx context.Context, cfg GroupConfig) (GroupResult, error) {
 	}
 	defer srv.Close()
 	spec, _ := json.Marshal(groupSpec{Group: cfg.Group, Repair: repair, Retransmitter: srv.Addr(),
-		Interface: cfg.Interface, Count: cfg.Count, Size: cfg.Size, Timeout: cfg.Timeout})
+		Interface: cfg.Interface, Count: cfg.Count, Size: cfg.Size, Timeout: cfg.Timeout, Procs: cfg.Procs})
 
 	type child struct {
 		cmd *exec.Cmd
@@ -302,6 +311,9 @@ func GroupChildMain(ctx context.Context, args []string, stdout io.Writer) error 
 	var spec groupSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil || spec.Count < 1 {
 		return fmt.Errorf("%w: _group-sub needs -spec JSON (it is started by mdbus bench group, not by hand)", ErrConfig)
+	}
+	if spec.Procs > 0 {
+		runtime.GOMAXPROCS(spec.Procs) // this is the child process's body: its processors are its own
 	}
 	var (
 		mu        sync.Mutex

@@ -66,6 +66,7 @@ func (b *Bench) Latency(ctx context.Context, c LatencyCase) (LatencyRun, error) 
 	if c.Subscribers == 0 {
 		c.Subscribers = 1
 	}
+	defer b.publisherSide(c.Processes && c.Mode == OneWay)()
 	dur, count := b.runLength(c.Duration, c.Count)
 	if c.Mode != OneWay && c.Mode != RoundTrip && c.Mode != PingPong {
 		return LatencyRun{}, fmt.Errorf("%w: latency mode %q: want %s, %s or %s", ErrConfig, c.Mode, OneWay, RoundTrip, PingPong)

@@ -276,7 +276,11 @@ func WriteTable(w io.Writer, r *Report) error {
 	if s.Count > 0 {
 		fmt.Fprintf(&buf, " or %d messages", s.Count)
 	}
-	fmt.Fprintf(&buf, ", warm-up %gs\n", s.Warmup)
+	fmt.Fprintf(&buf, ", warm-up %gs", s.Warmup)
+	if s.SubProcs > 0 || s.PubProcs > 0 {
+		fmt.Fprintf(&buf, ",\n    Go processors with subscriber processes: %s each, %s on the publisher's side", procsName(s.SubProcs), procsName(s.PubProcs))
+	}
+	fmt.Fprintln(&buf)
 	if r.Interrupted {
 		fmt.Fprintln(&buf, "INTERRUPTED: the figures cover what was measured before the interrupt.")
 	}
@@ -549,4 +553,13 @@ func cpuLine(t ThroughputRun) string {
 		}
 	}
 	return b.String()
+}
+
+// procsName says a GOMAXPROCS setting of Settings: 0 is the Go runtime's
+// default.
+func procsName(n int) string {
+	if n <= 0 {
+		return "the Go default"
+	}
+	return fmt.Sprint(n)
 }

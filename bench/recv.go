@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,8 @@ type recvSpec struct {
 	Seed          uint64 `json:"seed"`
 	// NoGRO: an mdbus subscriber's feed socket reads without UDP_GRO.
 	NoGRO bool `json:"no_gro,omitempty"`
+	// Procs, when positive, is the child's GOMAXPROCS (Config.SubProcs).
+	Procs int `json:"procs,omitempty"`
 	// SampleMask: the delivery time is read for messages whose sequence
 	// has these bits clear (0: every message).
 	SampleMask  uint64 `json:"sample_mask"`
@@ -328,6 +331,9 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return fmt.Errorf("%w: _child spec: %v", ErrConfig, err)
 	}
+	if spec.Procs > 0 {
+		runtime.GOMAXPROCS(spec.Procs) // this is the child process's body: its processors are its own
+	}
 	coll := newCollector(spec.Base, time.Duration(spec.Interval))
 	defer coll.close()
 	var (
@@ -422,6 +428,7 @@ wait:
 		r.counters(&res)
 	}
 	res.CPUSeconds, res.WallSeconds = cpuSeconds()-cpu0, float64(Now()-wall0)/1e9
+	res.Procs = runtime.GOMAXPROCS(0)
 	coll.close()
 	series, hlog, xerr := coll.export()
 	cr := childResult{Sub: res, Series: series, HLog: hlog, Error: errString(errors.Join(cerr, xerr))}

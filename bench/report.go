@@ -78,6 +78,12 @@ type Settings struct {
 	NoGSO bool `json:"no_gso,omitempty"`
 	// NoGRO: the mdbus subscribers read without UDP_GRO.
 	NoGRO bool `json:"no_gro,omitempty"`
+	// SubProcs: each subscriber process's GOMAXPROCS (0: the Go
+	// runtime's default).
+	SubProcs int `json:"sub_procs,omitempty"`
+	// PubProcs: this process's GOMAXPROCS during runs with subscriber
+	// processes (0: the Go runtime's default).
+	PubProcs int `json:"pub_procs,omitempty"`
 	// Path is how packets went: "lo", or "veth" between two namespaces
 	// (Config.Path).
 	Path string `json:"path,omitempty"`
@@ -168,6 +174,9 @@ type SubResult struct {
 	// mdbus).
 	Disorder uint64 `json:"disorder"`
 	Complete bool   `json:"complete"`
+	// Procs: a subscriber process's Go processors (GOMAXPROCS); 0 for
+	// one in the bench's own process.
+	Procs int `json:"procs,omitempty"`
 	// NAKs, Retries, ConfirmsLater and HeldMax: an mdbus subscriber's
 	// re-requests sent, those sent again because no answer came within the
 	// retry interval, the confirms that said an answer was held back, and

@@ -57,7 +57,7 @@ func New(cfg Config) (*Bench, error) {
 			ReadBuffer: s.ReadBuffer, WriteBuffer: s.WriteBuffer, Duration: s.Duration.Seconds(),
 			Count: s.Count, Warmup: s.Warmup.Seconds(), Interval: s.Interval.Seconds(),
 			Timestamps: s.Timestamps, Seed: s.Seed, InlineThroughput: s.InlineThroughput, NoGSO: s.NoGSO, NoGRO: s.NoGRO,
-			Path: s.Path,
+			SubProcs: max(s.SubProcs, 0), PubProcs: max(s.PubProcs, 0), Path: s.Path,
 		},
 	}
 	return b, nil

@@ -179,7 +179,7 @@ func stopAll(subs []subHandle) {
 func (b *Bench) baseSpec(sys System, name string) recvSpec {
 	return recvSpec{
 		Name: name, System: sys, Interface: b.s.Interface, ReadBuffer: b.s.ReadBuffer,
-		Timestamps: b.s.Timestamps, BusyPoll: int64(b.s.BusyPoll), NoGRO: b.s.NoGRO, Seed: b.s.Seed, Base: b.startMono, Interval: int64(b.s.Interval),
+		Timestamps: b.s.Timestamps, BusyPoll: int64(b.s.BusyPoll), NoGRO: b.s.NoGRO, Procs: b.s.SubProcs, Seed: b.s.Seed, Base: b.startMono, Interval: int64(b.s.Interval),
 	}
 }
 
@@ -207,6 +207,7 @@ func (b *Bench) throughput(ctx context.Context, c ThroughputCase) (ThroughputRun
 	if err := b.checkCase(c.System, c.Sizes, c.Rate, c.Subscribers, c.Loss, dur, count, c.PayloadSize); err != nil {
 		return ThroughputRun{}, err
 	}
+	defer b.publisherSide(c.Processes)()
 	where := "goroutines"
 	if c.Processes {
 		where = "processes"

@@ -34,6 +34,7 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 	rateS := fs.String("rate", "20k", "messages per second (10k, 1M)")
 	size := fs.Int("size", 64, "message size in bytes (8-1400)")
 	group := fs.String("group", "239.192.40.1:32200", "first multicast group:port (each run takes the next two ports)")
+	subProcsN := fs.Int("sub-procs", 1, "Go processors (GOMAXPROCS) of each subscriber process: 1 as 'mdbus sub' runs; 0: the Go runtime's default (one per CPU), as does a GOMAXPROCS variable when this flag is not given")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +62,13 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%-5s %-5s %8s %9s %9s %10s %10s %10s %10s %6s %8s\n", "loss", "subs", "lost-pkt", "req/loss", "rep/loss", "rec-p50", "rec-p99", "nak-p50", "rep-p50", "lost", "complete")
+	procs, err := subProcs(fs, "sub-procs", *subProcsN)
+	if err != nil {
+		return err
+	}
+	if procs == 0 {
+		procs = -1 // the Go runtime's default in the children
+	}
 	port := g.Port()
 	for _, loss := range losses {
 		for _, n := range subs {
@@ -72,6 +80,7 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 						OnWrap: func(c *impair.Conn) { sendSide = c }})(c)
 				},
 				Dropped: func() uint64 { return sendSide.Stats().Dropped },
+				Procs:   procs,
 			})
 			port += 2
 			if err != nil {

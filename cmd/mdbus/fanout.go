@@ -51,6 +51,9 @@ gap. Example (in the lab, --netns, with a publisher and its retransmitter):
 	if err != nil {
 		return err
 	}
+	if err := ff.setProcs(fs, 1); err != nil {
+		return err
+	}
 	group := feed.Group
 	if *capMiB < 1 || *capMiB > 4096 || *capMiB&(*capMiB-1) != 0 {
 		return usageErr("--capacity %d: want a power of two from 1 to 4096 (MiB)", *capMiB)

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -81,7 +82,10 @@ counters file removed, exit 0); a second signal exits at once.
 `)
 }
 
-func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
+func main() {
+	procsHook = runtime.GOMAXPROCS
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	// Global flags may come before or after the command name.

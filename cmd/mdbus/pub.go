@@ -134,7 +134,15 @@ slot.`)
 	grace := fs.Duration("grace", 0, "after the end of session, keep repeating it (and answering re-requests with --retransmit) this long; default 1s with --retransmit or a journal, else none; negative: none")
 	noGSO := fs.Bool("no-gso", false, "send every packet in its own sendmmsg slot instead of UDP GSO trains (GSO is used where the kernel offers it and falls back by itself)")
 	jf := addJournalWriteFlags(fs, false)
+	procs := addProcsFlag(fs, "one for the publishing loop, which sends its full packets itself and answers --retransmit's requests between sends, and one more for a --journal's writer")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	busy := 1
+	if *jf.dir != "" {
+		busy++
+	}
+	if err := applyProcs(fs, *procs, busy); err != nil {
 		return err
 	}
 	group, source, err := gf.parse()

@@ -59,6 +59,9 @@ field by field), or with --stats only a stats line per interval. Ends at
 	}
 	pr := msgPrinter{format: *format, dec: dec}
 	if *fan != "" {
+		if err := ff.setProcs(fs, 1); err != nil {
+			return err
+		}
 		return runSubFanout(ctx, stdout, subFanout{ring: *fan, start: *start, retransmit: *ff.retransmit, stats: *stats, count: *count, dur: *dur, exitOnEnd: *exitOnEnd, stopOnLoss: *stop, spin: *ff.busy, pr: &pr})
 	}
 	scfg, err := ff.config()
@@ -74,6 +77,13 @@ field by field), or with --stats only a stats line per interval. Ends at
 	}
 	secondG, err := parseAddr("--secondary", *secondary, true)
 	if err != nil {
+		return err
+	}
+	feeds := 1
+	if secondG.IsValid() {
+		feeds = 2
+	}
+	if err := ff.setProcs(fs, feeds); err != nil {
 		return err
 	}
 	var repairSource netip.Addr

@@ -1,0 +1,38 @@
+package bench
+
+import (
+	"runtime"
+	"sync"
+)
+
+// The publisher's side of a run with subscriber processes runs on
+// Config.PubProcs Go processors, as "mdbus pub" does; runs may overlap
+// (tests), so the first to start sets the count and the last to end
+// restores it.
+var pubSide struct {
+	sync.Mutex
+	runs, prev int
+}
+
+// publisherSide gives this process Config.PubProcs Go processors when
+// processes is true (the subscribers run elsewhere) and returns the
+// function that restores them.
+func (b *Bench) publisherSide(processes bool) func() {
+	n := b.s.PubProcs
+	if !processes || n <= 0 {
+		return func() {}
+	}
+	pubSide.Lock()
+	if pubSide.runs == 0 {
+		pubSide.prev = runtime.GOMAXPROCS(n)
+	}
+	pubSide.runs++
+	pubSide.Unlock()
+	return func() {
+		pubSide.Lock()
+		defer pubSide.Unlock()
+		if pubSide.runs--; pubSide.runs == 0 {
+			runtime.GOMAXPROCS(pubSide.prev)
+		}
+	}
+}
