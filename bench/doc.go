@@ -78,6 +78,21 @@
 // list it as "bytes/s vs raw-gso". Raw-gso has no ponger: it runs
 // throughput, capacity and one-way latency, not round trips.
 //
+// # Go processors
+//
+// Subscriber processes (ThroughputCase.Processes, one-way
+// LatencyCase.Processes) and a ping-pong's ponger run as "mdbus sub" runs
+// by default, on one Go processor each (Config.SubProcs, --sub-procs).
+// While the subscribers of a throughput or one-way run are processes,
+// this process is only the publisher's side and runs on the processors
+// "mdbus pub" takes by default: one (Config.PubProcs, --pub-procs),
+// restored after the run; a ping-pong's pinger, sender and receiver in
+// this process, leaves them alone. Both flags take 0 for the Go
+// runtime's default, which a GOMAXPROCS variable also asks for when the
+// flags are not given; the report's settings line says which ran, and
+// each process's result its GOMAXPROCS (SubResult.Procs). Runs with the
+// subscribers in this process leave its processors alone.
+//
 // # Paths
 //
 // On lo (PathLo, the default) every socket is in one namespace, and a GSO

@@ -328,6 +328,12 @@
 // that does not forward TryReadBatch turns the repair reads off: its
 // socket is read by its own reader only.
 //
+// A library does not choose its program's processors. "mdbus sub" runs on
+// one per feed reader unless --procs says otherwise (its package doc,
+// "Go processors"): a program that embeds this package and shares its
+// cores with a publisher or other busy processes should consider the
+// same (runtime.GOMAXPROCS, or the GOMAXPROCS variable).
+//
 // Backups and failover: with Config.Recovery.Backups, the re-requests go to one
 // retransmitter at a time, the Retransmitter first. When the one asked
 // has sent nothing back for Config.Recovery.Failover (default five NAK.Retry, 50

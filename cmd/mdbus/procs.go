@@ -5,18 +5,27 @@ import (
 	"os"
 )
 
-// Go processors of a subscriber process.
+// Go processors.
 //
-// "mdbus sub" runs on one Go processor per feed reader (one, or two with
-// --secondary) unless told otherwise: each feed reader delivers on its own
-// goroutine, and on one processor it also reads the repair sockets and
-// sends the due re-requests while a gap waits (subscriber package doc, "one
-// Go processor"), so no idle processor's thread is woken for each repair,
-// re-request or timer. On two cores shared by a publisher and its
-// subscriber that made recovery at 1% loss cost 0.95 of the lossless rate
-// against 0.85 with the Go runtime's default of one processor per CPU
-// (BENCHMARKS.md, "One Go processor per process, again"). A program that
-// embeds the subscriber package chooses its own; the library does not.
+// "mdbus sub" and "mdbus pub" run on one Go processor per busy loop unless
+// --procs says otherwise: sub one per feed reader (two with --secondary),
+// fanout one, pub one for its publishing loop and one more for a --journal
+// writer. A feed reader delivers on its own goroutine and, on one
+// processor, also reads the repair sockets and sends the due re-requests
+// while a gap waits (subscriber package doc, "one Go processor"); pub's
+// publishing loop sends the packets it fills and answers --retransmit's
+// requests between sends (publisher and retransmit package docs). With
+// the Go runtime's default of one processor per CPU the other processors'
+// threads are woken for each hand-off, repair, re-request and timer, and
+// both processes' threads wander across the cores they share. On the
+// two-core benchmark host, issue 16's capacity run at 1% loss gave 0.94-
+// 0.96 of the lossless rate with these defaults against 0.84-0.96 (median
+// 0.88) with the runtime's, and a higher lossless rate too (BENCHMARKS.md,
+// "One Go processor by default"). More processors pay where the process
+// has more busy goroutines than this count: a program that publishes from
+// several goroutines embeds the packages and chooses its own; --procs 0
+// or a GOMAXPROCS variable restores the runtime's choice. The demo runs
+// five roles in one process and keeps the runtime's default.
 
 // procsHook sets the process's GOMAXPROCS. main sets it; commands run
 // in-process by tests leave their test binary's processors alone.
