@@ -240,17 +240,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		ReadBuffer: *rcvbuf, WriteBuffer: *sndbuf, Timestamps: *stamps, Spin: *spin, BusyPoll: *busy, NoInline: *noInline, InlineThroughput: *inlineTput, NoGSO: *noGSO, NoGRO: *noGRO,
 		Interval: *interval, Drain: *drain, Seed: *seed, Recovery: *recovery, Path: *path,
 	}
-	if cfg.SubProcs, err = subProcs(fs, "sub-procs", *subProcsN); err != nil {
+	if cfg.SubProcs, err = benchProcs(fs, "sub-procs", *subProcsN); err != nil {
 		return err
 	}
-	if cfg.PubProcs, err = subProcs(fs, "pub-procs", *pubProcsN); err != nil {
+	if cfg.PubProcs, err = benchProcs(fs, "pub-procs", *pubProcsN); err != nil {
 		return err
-	}
-	if cfg.SubProcs == 0 {
-		cfg.SubProcs = -1 // the Go runtime's default in the children
-	}
-	if cfg.PubProcs == 0 {
-		cfg.PubProcs = -1
 	}
 	if *path != bench.PathLo && *path != bench.PathVeth {
 		return usageErr("--path %q: want lo or veth", *path)

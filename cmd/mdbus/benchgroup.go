@@ -62,12 +62,9 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%-5s %-5s %8s %9s %9s %10s %10s %10s %10s %6s %8s\n", "loss", "subs", "lost-pkt", "req/loss", "rep/loss", "rec-p50", "rec-p99", "nak-p50", "rep-p50", "lost", "complete")
-	procs, err := subProcs(fs, "sub-procs", *subProcsN)
+	procs, err := benchProcs(fs, "sub-procs", *subProcsN)
 	if err != nil {
 		return err
-	}
-	if procs == 0 {
-		procs = -1 // the Go runtime's default in the children
 	}
 	port := g.Port()
 	for _, loss := range losses {

@@ -41,7 +41,7 @@ func addProcsFlag(fs *flag.FlagSet, about string) *int {
 // busy, the command's busy goroutines, unless the flag or a GOMAXPROCS
 // variable says otherwise.
 func applyProcs(fs *flag.FlagSet, n, busy int) error {
-	n, err := subProcs(fs, "procs", n)
+	n, err := wantProcs(fs, "procs", n)
 	if err != nil {
 		return err
 	}
@@ -54,11 +54,11 @@ func applyProcs(fs *flag.FlagSet, n, busy int) error {
 	return nil
 }
 
-// subProcs returns the GOMAXPROCS a process asks for: n from the flag
+// wantProcs returns the GOMAXPROCS a process asks for: n from the flag
 // named name when it was given, or when no GOMAXPROCS variable is set
 // (the flag's default); 0 keeps the Go runtime's default, which follows
 // the variable. It is a usage error for n to be negative.
-func subProcs(fs *flag.FlagSet, name string, n int) (int, error) {
+func wantProcs(fs *flag.FlagSet, name string, n int) (int, error) {
 	if n < 0 {
 		return 0, usageErr("--%s %d: want a count of Go processors (0 = one per CPU, the Go runtime's default)", name, n)
 	}
@@ -66,4 +66,15 @@ func subProcs(fs *flag.FlagSet, name string, n int) (int, error) {
 		return 0, nil
 	}
 	return n, nil
+}
+
+// benchProcs is wantProcs for the bench's --sub-procs and --pub-procs, in
+// the bench's terms: a negative count keeps the Go runtime's default
+// (bench.Config.SubProcs, PubProcs; 0 there means 1).
+func benchProcs(fs *flag.FlagSet, name string, n int) (int, error) {
+	n, err := wantProcs(fs, name, n)
+	if n == 0 {
+		n = -1
+	}
+	return n, err
 }
