@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -312,9 +311,7 @@ func GroupChildMain(ctx context.Context, args []string, stdout io.Writer) error 
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil || spec.Count < 1 {
 		return fmt.Errorf("%w: _group-sub needs -spec JSON (it is started by mdbus bench group, not by hand)", ErrConfig)
 	}
-	if spec.Procs > 0 {
-		runtime.GOMAXPROCS(spec.Procs) // this is the child process's body: its processors are its own
-	}
+	useProcs(spec.Procs)
 	var (
 		mu        sync.Mutex
 		res       GroupChildResult

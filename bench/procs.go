@@ -36,3 +36,11 @@ func (b *Bench) publisherSide(processes bool) func() {
 		}
 	}
 }
+
+// useProcs gives a child process's body (ChildMain, GroupChildMain) the
+// Go processors its spec names; n <= 0 leaves the runtime's default.
+func useProcs(n int) {
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
+}

@@ -331,9 +331,7 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return fmt.Errorf("%w: _child spec: %v", ErrConfig, err)
 	}
-	if spec.Procs > 0 {
-		runtime.GOMAXPROCS(spec.Procs) // this is the child process's body: its processors are its own
-	}
+	useProcs(spec.Procs)
 	coll := newCollector(spec.Base, time.Duration(spec.Interval))
 	defer coll.close()
 	var (

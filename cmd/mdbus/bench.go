@@ -118,7 +118,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	busy := fs.Duration("busy-poll", 0, "every receiver (mdbus and raw) spins on its socket this long before parking (0-10ms; costs a CPU each)")
 	noGRO := fs.Bool("no-gro", false, "mdbus subscribers read without UDP_GRO (raw UDP receivers never use it)")
 	pubProcsN := fs.Int("pub-procs", 1, "Go processors (GOMAXPROCS) of this process during runs with --procs, when it is only the publisher's side: 1 as 'mdbus pub' runs; 0: the Go runtime's default, as does a GOMAXPROCS variable when this flag is not given")
-	subProcsN := fs.Int("sub-procs", 1, "Go processors (GOMAXPROCS) of each subscriber process with --procs: 1 as 'mdbus sub' runs; 0: the Go runtime's default (one per CPU), as does a GOMAXPROCS variable when this flag is not given")
+	subProcsN := addSubProcsFlag(fs) // with --procs
 	spin := fs.Duration("spin", 0, "latency: busy-wait this close to each send time (default 2ms; negative: only sleep)")
 	noInline := fs.Bool("no-inline", false, "latency: send from the publisher's goroutine instead of inline in Publish")
 	inlineTput := fs.Bool("inline", false, "throughput and capacity: the mdbus publisher sends inline in PublishBatch (no sending goroutine, no linger), the raw sender's thread shape")

@@ -34,7 +34,7 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 	rateS := fs.String("rate", "20k", "messages per second (10k, 1M)")
 	size := fs.Int("size", 64, "message size in bytes (8-1400)")
 	group := fs.String("group", "239.192.40.1:32200", "first multicast group:port (each run takes the next two ports)")
-	subProcsN := fs.Int("sub-procs", 1, "Go processors (GOMAXPROCS) of each subscriber process: 1 as 'mdbus sub' runs; 0: the Go runtime's default (one per CPU), as does a GOMAXPROCS variable when this flag is not given")
+	subProcsN := addSubProcsFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,11 +61,11 @@ func benchGroup(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%-5s %-5s %8s %9s %9s %10s %10s %10s %10s %6s %8s\n", "loss", "subs", "lost-pkt", "req/loss", "rep/loss", "rec-p50", "rec-p99", "nak-p50", "rep-p50", "lost", "complete")
 	procs, err := benchProcs(fs, "sub-procs", *subProcsN)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "%-5s %-5s %8s %9s %9s %10s %10s %10s %10s %6s %8s\n", "loss", "subs", "lost-pkt", "req/loss", "rep/loss", "rec-p50", "rec-p99", "nak-p50", "rep-p50", "lost", "complete")
 	port := g.Port()
 	for _, loss := range losses {
 		for _, n := range subs {

@@ -75,6 +75,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"pub", "--procs", "-2"}, "--procs -2: want a count of Go processors"},
 		{[]string{"bench", "throughput", "--netns=false", "--sub-procs", "-1"}, "--sub-procs -1"},
 		{[]string{"bench", "throughput", "--netns=false", "--pub-procs", "-1"}, "--pub-procs -1"},
+		{[]string{"bench", "group", "--netns=false", "--sub-procs", "-1"}, "--sub-procs -1"},
 		{[]string{"sub", "--loss", "1.5"}, "-loss"},
 		{[]string{"sub", "--decode", "fix"}, `--decode "fix"`},
 		{[]string{"sub", "--decode", "itch50", "--format", "hex"}, "not hex"},

@@ -28,7 +28,7 @@ func addFeedFlags(fs *flag.FlagSet) feedFlags {
 		rcvbuf:     fs.Int("rcvbuf", 0, "feed socket receive buffer bytes to request (default 4 MiB)"),
 		noGRO:      fs.Bool("no-gro", false, "read the feed without UDP_GRO (one datagram per read slot; for comparing, or a kernel whose GRO misbehaves)"),
 		busy:       fs.Duration("busy-poll", 0, "spin on the feed socket this long before sleeping (0-10ms): lower latency for a CPU"),
-		procs:      addProcsFlag(fs, "one per feed reader (two with --secondary unless given), which also takes the repairs and sends the re-requests"),
+		procs:      addProcsFlag(fs, "one per feed reader (two for sub --secondary unless given), which also takes the repairs and sends the re-requests"),
 	}
 }
 

@@ -229,7 +229,7 @@ var subcommands = map[string][]string{
 	"journal": {"list", "verify", "dump", "compact", "repair"},
 	"pcap":    {"import", "export"},
 	"statsd":  {"relay", "collect", "send"},
-	"bench":   {"throughput", "latency", "raw", "capacity", "goals", "chart"},
+	"bench":   {"throughput", "latency", "raw", "capacity", "goals", "chart", "group"},
 }
 
 // reexecArgs is the command line as given, globals included, for the

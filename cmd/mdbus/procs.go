@@ -78,3 +78,8 @@ func benchProcs(fs *flag.FlagSet, name string, n int) (int, error) {
 	}
 	return n, err
 }
+
+// addSubProcsFlag defines the bench's --sub-procs (bench, bench group).
+func addSubProcsFlag(fs *flag.FlagSet) *int {
+	return fs.Int("sub-procs", 1, "Go processors (GOMAXPROCS) of each subscriber process: 1 as 'mdbus sub' runs; 0: the Go runtime's default (one per CPU), as does a GOMAXPROCS variable when this flag is not given")
+}
