@@ -121,13 +121,13 @@ type Config struct {
 	// environment variable the child inherits). On a host whose
 	// publisher and subscribers share fewer cores than they have busy
 	// threads, one processor per subscriber is the cheaper way to recover
-	// (package doc, "Go processors").
+	// (package doc, "Go processors"). At most MaxProcs.
 	SubProcs int
 	// PubProcs is the Go processors (GOMAXPROCS) of this process while
 	// it is only the publisher's side of a run, its subscribers in
 	// processes of their own (ThroughputCase.Processes): default 1, as
-	// "mdbus pub" runs; negative: left as they are. They are restored
-	// after the run.
+	// "mdbus pub" runs; negative: left as they are; at most MaxProcs.
+	// They are restored after the run.
 	PubProcs int
 	// Spin is how close to a latency message's send time the sender stops
 	// sleeping and busy-waits (Go's sleeps on Linux wake up to a
@@ -297,6 +297,9 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	if ifi.Flags&net.FlagMulticast == 0 {
 		return s, fmt.Errorf("%w: interface %s is not multicast-capable (inside the lab, lo is)", ErrConfig, s.Interface)
+	}
+	if s.SubProcs > MaxProcs || s.PubProcs > MaxProcs {
+		return bad("SubProcs %d, PubProcs %d: at most %d Go processors", s.SubProcs, s.PubProcs, MaxProcs)
 	}
 	if s.SubProcs == 0 {
 		s.SubProcs = 1

@@ -114,6 +114,9 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	if c.Interface == "" {
 		c.Interface = "lo"
 	}
+	if c.Procs > MaxProcs {
+		return c, fmt.Errorf("%w: Procs %d: at most %d Go processors", ErrConfig, c.Procs, MaxProcs)
+	}
 	if c.Procs == 0 {
 		c.Procs = 1
 	}

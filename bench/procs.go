@@ -5,6 +5,10 @@ import (
 	"sync"
 )
 
+// MaxProcs bounds Config.SubProcs, PubProcs and GroupConfig.Procs: the
+// Go runtime allocates per processor and does not bound the count itself.
+const MaxProcs = 1024
+
 // The publisher's side of a run with subscriber processes runs on
 // Config.PubProcs Go processors, as "mdbus pub" does; runs may overlap
 // (tests), so the first to start sets the count and the last to end

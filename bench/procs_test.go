@@ -26,3 +26,14 @@ func TestPublisherSideRestores(t *testing.T) {
 	(&Bench{s: settings{Config: Config{PubProcs: -1}}}).publisherSide(true)()
 	require.Equal(t, 2, runtime.GOMAXPROCS(0), "negative: left alone")
 }
+
+// TestProcsBounded: the Go runtime allocates per processor and does not
+// bound the count, so the configurations do.
+func TestProcsBounded(t *testing.T) {
+	_, err := Config{SubProcs: MaxProcs + 1}.withDefaults()
+	require.ErrorContains(t, err, "at most 1024 Go processors")
+	_, err = Config{PubProcs: 1 << 30}.withDefaults()
+	require.ErrorContains(t, err, "at most 1024 Go processors")
+	_, err = GroupConfig{Subs: 1, Count: 1, Rate: 1, Size: 8, Procs: MaxProcs + 1}.withDefaults()
+	require.ErrorContains(t, err, "at most 1024 Go processors")
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"os"
+
+	"github.com/mdbus/mdbus/bench"
 )
 
 // Go processors.
@@ -59,8 +61,8 @@ func applyProcs(fs *flag.FlagSet, n, busy int) error {
 // (the flag's default); 0 keeps the Go runtime's default, which follows
 // the variable. It is a usage error for n to be negative.
 func wantProcs(fs *flag.FlagSet, name string, n int) (int, error) {
-	if n < 0 {
-		return 0, usageErr("--%s %d: want a count of Go processors (0 = one per CPU, the Go runtime's default)", name, n)
+	if n < 0 || n > bench.MaxProcs {
+		return 0, usageErr("--%s %d: want a count of Go processors from 1 to %d (0 = one per CPU, the Go runtime's default)", name, n, bench.MaxProcs)
 	}
 	if !flagWasSet(fs, name) && os.Getenv("GOMAXPROCS") != "" {
 		return 0, nil

@@ -46,4 +46,6 @@ func TestFeedProcs(t *testing.T) {
 	ff := addFeedFlags(fs)
 	require.NoError(t, fs.Parse([]string{"--procs", "-1"}))
 	require.ErrorContains(t, ff.setProcs(fs, 1), "--procs -1")
+	require.NoError(t, fs.Parse([]string{"--procs", "1000000000"}))
+	require.ErrorContains(t, ff.setProcs(fs, 1), "--procs 1000000000: want a count of Go processors from 1 to 1024", "the runtime would allocate a billion processors")
 }
